@@ -1,0 +1,83 @@
+# gpucluster.ops developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PYTHON ?= python3
+COLL_LINK := .cache/collections/ansible_collections/gpucluster/ops
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+LAB_INVENTORY ?= inventories/lab
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
+export ANSIBLE_INJECT_FACT_VARS := False
+export ANSIBLE_FORCE_COLOR ?= false
+export PY_COLORS ?= 0
+
+.PHONY: help setup platform lint yamllint ansible-lint sanity unit fast molecule test lab lab-down build build-check lock clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed $(COLL_LINK) ## Virtualenv with the pinned tools; link the checkout as gpucluster.ops
+
+$(VENV)/.installed: requirements.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(COLL_LINK):
+	mkdir -p $(dir $(COLL_LINK))
+	ln -sfn ../../../.. $(COLL_LINK)
+
+platform: ## Docker engine running and the Debian 12/13 systemd images built (root)
+	scripts/ensure-docker.sh
+	scripts/build-images.sh
+
+yamllint: setup
+	yamllint -s .
+
+ansible-lint: setup
+	ansible-lint --profile production
+
+lint: yamllint ansible-lint ## yamllint and ansible-lint (production profile)
+
+sanity: setup ## ansible-test sanity in a temporary ansible_collections/gpucluster/ops tree
+	scripts/sanity.sh
+
+unit: setup ## Unit and property tests (pytest)
+	scripts/pytest.sh tests/unit
+
+fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a minute)
+	yamllint -s .
+	scripts/syntax-check.sh
+	scripts/pytest.sh tests/unit -q -x
+
+molecule: setup platform ## Every molecule scenario (SCENARIOS="a b" for some)
+	scripts/molecule.sh $(SCENARIOS)
+
+test: lint sanity unit build-check molecule ## Everything CI runs
+
+build: setup ## Build the collection tarball into build/
+	mkdir -p build
+	ansible-galaxy collection build --force --output-path build .
+
+build-check: setup ## Build, check the tarball's contents, install it and use it by FQCN
+	scripts/check-build.sh
+
+lab: setup platform ## Bring up the lab cluster in containers and run playbooks/site.yml on it
+	ansible-playbook -i $(LAB_INVENTORY) lab/up.yml
+	ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
+
+lab-down: setup ## Remove the lab's containers and network
+	ansible-playbook -i $(LAB_INVENTORY) lab/down.yml
+
+lock: ## Regenerate constraints.txt from a fresh resolve of requirements.txt
+	rm -rf .cache/lock-venv && $(PYTHON) -m venv .cache/lock-venv
+	.cache/lock-venv/bin/pip install -q $$(grep -v '^-c' requirements.txt)
+	.cache/lock-venv/bin/pip freeze | grep -v '^-e' > constraints.txt
+
+clean: ## Remove build outputs (not the venv or images)
+	rm -rf build tests/output .pytest_cache .hypothesis
