@@ -20,12 +20,14 @@ Public helpers:
 - ``sum_or_none(values)``: sum of the values that are not ``None``; ``None`` when all are.
 - ``new_error(kind, message, **fields)``: an entry for a parser's ``errors`` list.
 - ``new_result(**keys)``: a result dict with empty ``errors`` and ``unreadable`` lists.
+- ``cap_notes(notes, limit)``: the first ``limit`` notes plus a count of the rest (keeps results small).
 """
 
+import math
 import re
 
 __all__ = [
-    "NA_VALUES", "clean_text", "na_to_none", "new_error", "new_result", "normalize_bus_id", "split_key_value",
+    "NA_VALUES", "cap_notes", "clean_text", "na_to_none", "new_error", "new_result", "normalize_bus_id", "split_key_value",
     "strip_ansi", "strip_unit", "sum_or_none", "to_bool", "to_float", "to_int", "to_text",
 ]
 
@@ -40,7 +42,7 @@ _FALSE_WORDS = frozenset(("disabled", "disable", "not active", "inactive", "no",
 
 # CSI sequences (colours, underline: "\x1b[4m"), OSC sequences and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_QUOTE_RE = re.compile(r"^[ \t]*>(?: |$)")
+_QUOTE_RE = re.compile(r"^[ \t]*>(?: |$)", re.MULTILINE)
 _NUMBER_RE = re.compile(r"^([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/()_.]*(?:/[A-Za-z]+)?)$")
 _HEX_RE = re.compile(r"^0[xX]([0-9a-fA-F]+)$")
 _BUS_ID_RE = re.compile(
@@ -73,11 +75,16 @@ def clean_text(data):
     """Text ready for line parsing: ``to_text``, then CRLF/CR to LF, ANSI escapes removed, NUL bytes removed,
     markdown quote prefixes (``> ``) and trailing whitespace stripped from each line. Tabs and leading spaces stay.
     """
-    text = strip_ansi(to_text(data)).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    lines = text.split("\n")
-    if any(_QUOTE_RE.match(line) for line in lines):
-        lines = [_QUOTE_RE.sub("", line, count=1) for line in lines]
-    return "\n".join(line.rstrip() for line in lines)
+    text = strip_ansi(to_text(data))
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if _QUOTE_RE.search(text):
+        text = _QUOTE_RE.sub("", text)
+    if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):
+        text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return text
 
 
 def na_to_none(value):
@@ -142,7 +149,7 @@ def to_int(value, unreadable=None, what=None, allow_hex=False):
         as_float = float(number)
     except (ValueError, OverflowError):
         as_float = None
-    if as_float is not None and as_float == as_float and abs(as_float) < 1e18 and as_float == int(as_float):
+    if as_float is not None and math.isfinite(as_float) and abs(as_float) < 1e18 and as_float == int(as_float):
         return int(as_float)
     _note(unreadable, what, value, "is not an integer")
     return None
@@ -233,3 +240,10 @@ def new_result(**keys):
     result["errors"] = []
     result["unreadable"] = []
     return result
+
+
+def cap_notes(notes, limit=50):
+    """``notes`` when it has at most ``limit`` entries, else the first ``limit`` and ``"... and N more"``."""
+    if len(notes) <= limit:
+        return notes
+    return notes[:limit] + ["... and %d more" % (len(notes) - limit)]
