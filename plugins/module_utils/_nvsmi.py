@@ -158,6 +158,18 @@ _ECC_NAMES = {
                        "cbu", "sram", "dram"),
              "volatile": "ecc errors/volatile", "aggregate": "ecc errors/aggregate"},
 }
+
+
+def _top_sections(column, extra):
+    """First path segments of the ``_FIELDS`` paths in ``column`` plus ``extra``: the sections a GPU parse reads."""
+    tops = set(extra)
+    for entry in _FIELDS:
+        tops.update(path.split("/")[0] for path in entry[column])
+    return frozenset(tops)
+
+
+_XML_SECTIONS = _top_sections(3, ("ecc_errors", "clocks_event_reasons", "clocks_throttle_reasons"))
+_TEXT_READ_SECTIONS = _top_sections(4, ("ecc errors", "clocks event reasons", "clocks throttle reasons", "clocks reasons"))
 _ECC_CSV = {("volatile", "correctable"): "ecc.errors.corrected.volatile.total",
             ("volatile", "uncorrectable"): "ecc.errors.uncorrected.volatile.total",
             ("aggregate", "correctable"): "ecc.errors.corrected.aggregate.total",
@@ -183,9 +195,8 @@ _TOOL_ERRORS = tuple((re.compile(pattern, re.IGNORECASE), kind) for pattern, kin
     (r"is not a valid field to query", "other"),
     (r"^(?:ERROR|Error):", "other"),
 ))
-# Cheap test run on every line before the patterns above: most lines are data.
-_TOOL_ERROR_HINT_RE = re.compile(r"unable to|failed|nvidia-smi|no devices|gpu is lost|valid field|error:|nvml",
-                                 re.IGNORECASE)
+# Words one of the patterns above needs, looked for (lower case) before the patterns run: most lines are data.
+_TOOL_ERROR_HINTS = ("unable to", "failed", "nvidia-smi", "no devices", "gpu is lost", "valid field", "error:", "nvml")
 _NVML_VERSION_RE = re.compile(r"^NVML library version:\s*(\S+)", re.IGNORECASE)
 _ELISION_RE = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|\u2026)\s*\]|\.\.\.|\u2026)\s*$")
 _TEXT_GPU_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}\.[0-7])$")
@@ -216,7 +227,7 @@ def find_tool_errors(lines):
     """
     errors = []
     rest = []
-    if not _TOOL_ERROR_HINT_RE.search("\n".join(lines)):
+    if not _has_error_hint("\n".join(lines)):
         return errors, list(enumerate(lines, 1))
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
@@ -236,7 +247,7 @@ def find_tool_errors(lines):
 def match_tool_error(line):
     """The ``errors`` entry for one stripped line (``{"kind", "message", "bus_id"}``), or ``None`` when the line is
     not an nvidia-smi error message."""
-    if not line or len(line) > 400 or not _TOOL_ERROR_HINT_RE.search(line):
+    if not line or len(line) > 400 or not _has_error_hint(line):
         return None
     for pattern, kind in _TOOL_ERRORS:
         match = pattern.search(line)
@@ -246,9 +257,18 @@ def match_tool_error(line):
     return None
 
 
+def _has_error_hint(text):
+    """``True`` when ``text`` holds a word that nvidia-smi error messages have."""
+    lowered = text.lower()
+    return any(hint in lowered for hint in _TOOL_ERROR_HINTS)
+
+
 def _error_value(raw):
     """``True`` when ``raw`` is an error marker such as ``[Unknown Error]`` or ``GPU requires reset``."""
     return _ERROR_VALUE_RE.match(raw) is not None
+
+
+_CONVERTERS = {"int": to_int, "float": to_float, "bool": to_bool}
 
 
 class _GpuReader(object):
@@ -281,15 +301,10 @@ class _GpuReader(object):
             raw = self.raw((path,))
             if raw is None:
                 continue
-            what = "%s: %s" % (self.label, path)
-            if kind == "int":
-                value = to_int(raw, self.unreadable, what)
-            elif kind == "float":
-                value = to_float(raw, self.unreadable, what)
-            elif kind == "bool":
-                value = to_bool(raw, self.unreadable, what)
-            else:
+            if kind == "str":
                 value = na_to_none(raw)
+            else:
+                value = _CONVERTERS[kind](raw, self.unreadable, "%s: %s" % (self.label, path))
             if value is not None:
                 return value
         return None
@@ -451,10 +466,9 @@ def parse_query_xml(text):
 def _parse_xml_into(result, text):
     """Fill ``result`` from cleaned ``-q -x`` text."""
     start = _xml_start(text)
-    end = text.rfind("</nvidia_smi_log>")
-    end = len(text) if end < 0 else end + len("</nvidia_smi_log>")
-    outside = text[:start].split("\n") + text[end:].split("\n") if start >= 0 else text.split("\n")
-    errors, rest = find_tool_errors(outside)
+    end = text.rfind("</nvidia_smi_log>", max(start, 0))
+    end = len(text) if start < 0 or end < 0 else end + len("</nvidia_smi_log>")
+    errors, rest = _outside_errors(text, start, end)
     result["errors"].extend(errors)
     if start < 0:
         if not errors and any(line.strip() for _n, line in rest):
@@ -477,6 +491,16 @@ def _parse_xml_into(result, text):
     _xml_header(root, result)
     gpus = [_xml_gpu(element, position, result["unreadable"]) for position, element in enumerate(gpu_elements)]
     _finish(result, gpus)
+
+
+def _outside_errors(text, start, end):
+    """``find_tool_errors`` over the lines before ``start`` and after ``end`` (all lines when ``start`` is -1)."""
+    if start < 0:
+        return find_tool_errors(text.split("\n"))
+    errors, rest = find_tool_errors(text[:start].split("\n"))
+    after_errors, after_rest = find_tool_errors(text[end:].split("\n"))
+    offset = text.count("\n", 0, end)
+    return errors + after_errors, rest + [(number + offset, line) for number, line in after_rest]
 
 
 def _xml_start(text):
@@ -555,24 +579,27 @@ def _xml_header(root, result):
     result["attached_gpus"] = to_int(values.get("attached_gpus"), result["unreadable"], "xml: <attached_gpus>")
 
 
-def _xml_flatten(element):
-    """``{"temperature/gpu_temp": "38 C", ...}`` for one ``<gpu>`` (lists and supported clocks left out)."""
+def _xml_flatten(element, sections=None):
+    """``{"temperature/gpu_temp": "38 C", ...}`` for one ``<gpu>``: the top-level ``sections`` given (all without),
+    lists and supported clocks left out."""
     values = {}
-    stack = [(child, child.tag) for child in element]
+    stack = [(child, child.tag, 1) for child in element if sections is None or child.tag in sections]
     while stack:
-        node, path = stack.pop()
-        text = (node.text or "").strip()
-        if text and path not in values:
-            values[path] = text
-        if node.tag in _XML_SKIP or path.count("/") >= _XML_MAX_DEPTH:
-            continue
-        stack.extend((child, path + "/" + child.tag) for child in node)
+        node, path, depth = stack.pop()
+        text = node.text
+        if text is not None:
+            text = text.strip()
+            if text and path not in values:
+                values[path] = text
+        if depth < _XML_MAX_DEPTH and node.tag not in _XML_SKIP:
+            for child in node:
+                stack.append((child, path + "/" + child.tag, depth + 1))
     return values
 
 
 def _xml_gpu(element, position, unreadable):
     """Model GPU from one ``<gpu>`` element."""
-    values = _xml_flatten(element)
+    values = _xml_flatten(element, _XML_SECTIONS)
     bus_id = normalize_bus_id(element.get("id")) or normalize_bus_id(values.get("pci/pci_bus_id"))
     label = "gpu %s" % (bus_id or "#%d" % position)
     if bus_id is None:
@@ -638,15 +665,18 @@ def _text_tree(numbered_lines, unreadable):
     root = ["", None, [], ""]
     stack = [(-1, root)]
     for number, line in numbered_lines:
-        if not line.strip() or line.strip().startswith("====="):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("====="):
             continue
-        if ("." in line or "\u2026" in line) and _ELISION_RE.match(line):
-            unreadable.append("text: line %d is an elision %r: the lines left out are missing" % (number, line.strip()))
+        if stripped[0] in "[.\u2026" and _ELISION_RE.match(stripped):
+            unreadable.append("text: line %d is an elision %r: the lines left out are missing" % (number, stripped))
             continue
-        expanded = line.expandtabs(4) if "\t" in line else line
-        indent = len(expanded) - len(expanded.lstrip(" "))
-        label, value = _text_key_value(expanded)
-        node = [" ".join(label.lower().split()), value, [], label]
+        if "\t" in line:
+            line = line.expandtabs(4)
+        indent = len(line) - len(line.lstrip(" "))
+        label, value = _text_key_value(stripped)
+        key = label.lower()
+        node = [" ".join(key.split()) if "  " in key else key, value, [], label]
         while stack[-1][0] >= indent:
             stack.pop()
         stack[-1][1][2].append(node)
@@ -654,50 +684,49 @@ def _text_tree(numbered_lines, unreadable):
     return root
 
 
-def _text_key_value(line):
-    """``(key, value)`` of a ``-q`` line; ``Key<padding> : value`` is the common, fast case."""
-    pos = line.find(" : ")
+def _text_key_value(stripped):
+    """``(key, value)`` of a stripped ``-q`` line; ``Key<padding> : value`` is the common, fast case."""
+    pos = stripped.find(" : ")
     if pos >= 0:
-        return line[:pos].strip(), line[pos + 3:].strip()
-    return split_key_value(line)
+        return stripped[:pos].rstrip(), stripped[pos + 3:].lstrip()
+    return split_key_value(stripped)
 
 
-def _text_flatten(node):
-    """``{"temperature/gpu current temp": "44 C", ...}`` for one GPU block (first occurrence of a path wins)."""
+def _text_flatten(node, sections=None):
+    """``{"temperature/gpu current temp": "44 C", ...}`` for one GPU block: the top-level ``sections`` given (all
+    without); the first occurrence of a path wins."""
     values = {}
-    stack = [(child, child[0]) for child in reversed(node[2])]
+    stack = [(child, child[0]) for child in reversed(node[2]) if sections is None or child[0] in sections]
     while stack:
         child, path = stack.pop()
         if child[1] is not None and path not in values:
             values[path] = child[1]
-        if child[0] not in ("processes", "mig device", "mig devices"):
-            stack.extend((grandchild, path + "/" + grandchild[0]) for grandchild in reversed(child[2]))
+        for grandchild in reversed(child[2]):
+            stack.append((grandchild, path + "/" + grandchild[0]))
     return values
 
 
 def _text_gpu(node, bus_id, unreadable):
     """Model GPU from one ``GPU 00000000:18:00.0`` block."""
-    values = _text_flatten(node)
+    values = _text_flatten(node, _TEXT_READ_SECTIONS)
     bus_id = bus_id or normalize_bus_id(values.get("pci/bus id"))
     label = "gpu %s" % bus_id
     reader = _GpuReader(values, label, unreadable, [])
     gpu = _fill_gpu(reader, "text")
     gpu["bus_id"] = bus_id
-    gpu["mig_devices"] = [_text_mig_device(device, reader) for device in _text_find(node, "mig device")]
+    gpu["mig_devices"] = [_text_mig_device(device, reader) for device in _text_mig_nodes(node)]
     _note_text_truncation(node, label, unreadable)
     return gpu
 
 
-def _text_find(node, key):
-    """All nodes named ``key`` below ``node`` (depth first, in input order)."""
+def _text_mig_nodes(node):
+    """The ``MIG Device`` blocks of a GPU block: top-level (drivers 550+) or inside ``MIG Devices`` (older)."""
     found = []
-    stack = list(reversed(node[2]))
-    while stack:
-        child = stack.pop()
-        if child[0] == key:
+    for child in node[2]:
+        if child[0] == "mig device":
             found.append(child)
-        else:
-            stack.extend(reversed(child[2]))
+        elif child[0] == "mig devices":
+            found.extend(grandchild for grandchild in child[2] if grandchild[0] == "mig device")
     return found
 
 

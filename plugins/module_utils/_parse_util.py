@@ -42,7 +42,7 @@ _FALSE_WORDS = frozenset(("disabled", "disable", "not active", "inactive", "no",
 
 # CSI sequences (colours, underline: "\x1b[4m"), OSC sequences and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_QUOTE_RE = re.compile(r"^[ \t]*>(?: |$)", re.MULTILINE)
+_QUOTE_RE = re.compile(r"^>(?: |$)", re.MULTILINE)
 _NUMBER_RE = re.compile(r"^([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/()_.]*(?:/[A-Za-z]+)?)$")
 _HEX_RE = re.compile(r"^0[xX]([0-9a-fA-F]+)$")
 _BUS_ID_RE = re.compile(
@@ -73,14 +73,14 @@ def strip_ansi(text):
 
 def clean_text(data):
     """Text ready for line parsing: ``to_text``, then CRLF/CR to LF, ANSI escapes removed, NUL bytes removed,
-    markdown quote prefixes (``> ``) and trailing whitespace stripped from each line. Tabs and leading spaces stay.
+    markdown quote prefixes (``> `` at the start of a line) and trailing whitespace stripped from each line. Tabs and leading spaces stay.
     """
     text = strip_ansi(to_text(data))
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x00" in text:
         text = text.replace("\x00", "")
-    if _QUOTE_RE.search(text):
+    if (text.startswith(">") or "\n>" in text) and _QUOTE_RE.search(text):
         text = _QUOTE_RE.sub("", text)
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):
         text = "\n".join(line.rstrip() for line in text.split("\n"))

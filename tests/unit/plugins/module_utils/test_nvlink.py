@@ -37,6 +37,7 @@ def assert_links_contract(result):
                 assert all(v is None or isinstance(v, (int, float)) for v in link["counters"].values())
     assert all(isinstance(e["kind"], str) and isinstance(e["message"], str) for e in result["errors"])
     assert all(isinstance(note, str) for note in result["unreadable"])
+    assert not any("internal parser error" in note for note in result["unreadable"])
 
 
 def assert_topo_contract(result):
@@ -45,6 +46,7 @@ def assert_topo_contract(result):
     assert all(isinstance(name, str) for name in result["devices"])
     assert all(isinstance(row, dict) for row in result["matrix"].values())
     assert all(isinstance(note, str) for note in result["unreadable"])
+    assert not any("internal parser error" in note for note in result["unreadable"])
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def assert_contract(result, source):
     assert result["source"] == source
     assert isinstance(result["gpus"], list) and isinstance(result["errors"], list)
     assert all(isinstance(note, str) for note in result["unreadable"])
+    assert not any("internal parser error" in note for note in result["unreadable"])  # the safety net stays unused
     for error in result["errors"]:
         assert error["kind"] in ("nvml_init", "driver_mismatch", "device_handle", "no_devices", "gpu_lost", "other")
         assert isinstance(error["message"], str) and "bus_id" in error
