@@ -187,7 +187,6 @@ def _parse_topo_into(result, text):
     in_legend = False
     for number, line in enumerate(lines[header_at + 1:], header_at + 2):
         stripped = line.strip()
-        first = stripped.split(None, 1)[0] if stripped else ""
         if not stripped:
             continue
         if stripped.endswith("Legend:"):
@@ -196,7 +195,7 @@ def _parse_topo_into(result, text):
         legend = _NIC_LEGEND_RE.match(line)
         if legend:
             result["nic_names"][legend.group(1)] = legend.group(2)
-        elif first in devices and not in_legend:
+        elif stripped.split(None, 1)[0] in devices and not in_legend:
             _topo_row(result, line, devices, labels, number)
         elif not in_legend:
             _topo_other_line(result, stripped, number)

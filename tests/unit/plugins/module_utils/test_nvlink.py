@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvlink as nvlink
-from realcaptures import capture_sections, ids, peer_files, read, real_files, requires_real
+from parser_testing import capture_sections, damaged, ids, peer_files, read, real_files, requires_real
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvlink")
 LINK_PARSERS = (nvlink.parse_nvlink_status, nvlink.parse_nvlink_errors)
@@ -208,14 +208,10 @@ def test_random_text_never_raises(text):
 @given(st.sampled_from(OWN_FIXTURES), st.floats(0, 1),
        st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), max_size=8))
 def test_truncated_and_flipped_fixtures_never_raise(name, cut, flips):
-    data = bytearray(fixture(name).encode("utf-8"))
-    data = data[:int(len(data) * cut)]
-    for where, byte in flips:
-        if data:
-            data[min(int(where * len(data)), len(data) - 1)] = byte
+    data = damaged(fixture(name).encode("utf-8"), cut, flips)
     for parse in LINK_PARSERS:
-        assert_links_contract(parse(bytes(data)))
-    assert_topo_contract(nvlink.parse_topo_matrix(bytes(data)))
+        assert_links_contract(parse(data))
+    assert_topo_contract(nvlink.parse_topo_matrix(data))
 
 
 # --------------------------------------------------------------------------------------------------------------------

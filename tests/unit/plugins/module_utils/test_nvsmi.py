@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvsmi as nvsmi
-from realcaptures import capture_sections, ids, peer_files, read, real_files, requires_real
+from parser_testing import capture_sections, damaged, ids, peer_files, read, real_files, requires_real
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvsmi")
 PARSERS = {"xml": nvsmi.parse_query_xml, "text": nvsmi.parse_query_text, "csv": nvsmi.parse_query_csv}
@@ -592,12 +592,7 @@ def test_random_text_never_raises(text, fmt):
 @given(st.sampled_from(OWN_FIXTURES), st.floats(0, 1), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)),
                                                                 max_size=8), st.sampled_from(["xml", "text", "csv"]))
 def test_truncated_and_flipped_fixtures_never_raise(name, cut, flips, fmt):
-    data = bytearray(read(os.path.join(FIXTURES, name)).encode("utf-8"))
-    data = data[:int(len(data) * cut)]
-    for where, byte in flips:
-        if data:
-            data[min(int(where * len(data)), len(data) - 1)] = byte
-    assert_contract(PARSERS[fmt](bytes(data)), fmt)
+    assert_contract(PARSERS[fmt](damaged(read(os.path.join(FIXTURES, name)).encode("utf-8"), cut, flips)), fmt)
 
 
 def test_parsing_speed():

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Access to the shared real captures for ``realdata`` tests (read in place, never copied into the repository)."""
+"""Helpers for the parser tests: the shared real captures for ``realdata`` tests (read in place, never copied into
+the repository) and damaged copies of fixtures for the property tests."""
 
 import os
 import re
@@ -53,3 +54,12 @@ def capture_sections(text):
 def ids(paths):
     """Test ids: the file names."""
     return [os.path.basename(p) for p in paths]
+
+
+def damaged(data, cut, flips):
+    """``data`` (bytes) cut to the fraction ``cut`` of its length, then with ``(where, byte)`` flips applied."""
+    data = bytearray(data[:int(len(data) * cut)])
+    for where, byte in flips:
+        if data:
+            data[min(int(where * len(data)), len(data) - 1)] = byte
+    return bytes(data)
