@@ -23,7 +23,7 @@ early, e.g. "GPU 3 has uncorrectable memory errors and row remappings are pendin
 import json
 import re
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._parse_common_tmp import (
+from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
     append_capped, clean_text, new_error, new_result, to_text,
 )
 

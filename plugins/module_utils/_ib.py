@@ -19,7 +19,7 @@ Standard library only; nothing here raises.
 import os
 import re
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._parse_common_tmp import (
+from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
     append_capped, clean_text, na_to_none, new_error, new_result, to_int,
 )
 

@@ -29,7 +29,7 @@ Standard library only, Python 3.6+; nothing here raises.
 import re
 import time
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._parse_common_tmp import (
+from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
     append_capped, clean_text, new_error, new_result, normalize_bus_id,
 )
 

@@ -49,6 +49,8 @@ _BUS_ID_RE = re.compile(
     r"(?:^|[^0-9A-Fa-f:])(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?(?![0-9A-Fa-f.]|:[0-9A-Fa-f])")
 _PREFIX_RE = re.compile(r"^(?:PCI:|GPU|pci@)", re.IGNORECASE)
 
+UNREADABLE_LIMIT = 50
+
 
 def to_text(data):
     """Return ``data`` as ``str``: bytes are decoded as UTF-8 with replacement, ``None`` becomes ``""``."""
@@ -247,3 +249,21 @@ def cap_notes(notes, limit=50):
     if len(notes) <= limit:
         return notes
     return notes[:limit] + ["... and %d more" % (len(notes) - limit)]
+
+
+def append_capped(items, message, limit=UNREADABLE_LIMIT):
+    """Append ``message`` to ``items`` while it holds fewer than ``limit`` entries; past that, keep one last entry
+    that counts what was left out (``"... and 12 more"``)."""
+    if len(items) < limit:
+        items.append(message)
+        return
+    last = items[-1]
+    dropped = 1
+    if last.startswith("... and ") and last.endswith(" more"):
+        try:
+            dropped = int(last[8:-5]) + 1
+        except ValueError:
+            dropped = 1
+        items[-1] = "... and %d more" % dropped
+    else:
+        items.append("... and 1 more")

@@ -184,7 +184,7 @@ def test_sysfs_missing_files_and_bad_counters_are_notes(tmp_path):
     assert dev["ports"][0]["counters"]["symbol_error"] is None and dev["ports"][0]["counters"]["VL15_dropped"] is None
     assert (dev["ports"][0]["state"], dev["ports"][0]["physical_state"]) == ("Down", "Disabled")
     assert result["unreadable"] == ["mlx5_0/fw_ver: cannot read (No such file or directory)",
-                                    "mlx5_0/1/counters/symbol_error value 'lots' is not an integer"]
+                                    "mlx5_0/1/counters/symbol_error value 'lots' is not a number"]
 
 
 def test_sysfs_file_that_cannot_be_read_is_a_note(tmp_path):
