@@ -284,6 +284,22 @@ def new_gpu(profile, hostname, index, bus_id):
     return gpu
 
 
+IB_ERROR_COUNTERS = ("VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
+                     "local_link_integrity_errors", "port_rcv_constraint_errors", "port_rcv_errors",
+                     "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+                     "port_xmit_constraint_errors", "port_xmit_discards", "symbol_error")
+IB_TRAFFIC_COUNTERS = ("multicast_rcv_packets", "multicast_xmit_packets", "port_rcv_data", "port_rcv_packets",
+                       "port_xmit_data", "port_xmit_packets", "port_xmit_wait", "unicast_rcv_packets",
+                       "unicast_xmit_packets")
+IB_HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err", "out_of_buffer",
+                  "out_of_sequence", "packet_seq_err", "req_cqe_error", "req_cqe_flush_error",
+                  "req_remote_access_errors", "req_remote_invalid_request", "resp_cqe_error", "resp_cqe_flush_error",
+                  "resp_local_length_error", "resp_remote_access_errors", "rnr_nak_retry_err", "roce_adp_retrans",
+                  "roce_adp_retrans_to", "roce_slow_restart", "roce_slow_restart_cnps", "roce_slow_restart_trans",
+                  "rx_atomic_requests", "rx_dct_connect", "rx_icrc_encapsulated", "rx_read_requests",
+                  "rx_write_requests")
+
+
 def node_guid(hostname, name):
     """A ConnectX-like node GUID (Mellanox OUI a0:88:c2) that stays the same for a host and device name."""
     return 0xa088c20300000000 | (digest("guid", hostname, name) & 0xFFFFFF)
@@ -307,22 +323,6 @@ def new_ib_device(spec, hostname):
     return {"name": spec["name"], "hca_type": spec["hca_type"], "fw_ver": spec["fw_ver"],
             "board_id": spec.get("board_id", "MT_0000000000"), "node_guid": guid, "netdev": spec.get("netdev"),
             "numa": spec.get("numa", 0), "pcie_switch": spec.get("pcie_switch", -1), "ports": ports}
-
-
-IB_ERROR_COUNTERS = ("VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
-                     "local_link_integrity_errors", "port_rcv_constraint_errors", "port_rcv_errors",
-                     "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
-                     "port_xmit_constraint_errors", "port_xmit_discards", "symbol_error")
-IB_TRAFFIC_COUNTERS = ("multicast_rcv_packets", "multicast_xmit_packets", "port_rcv_data", "port_rcv_packets",
-                       "port_xmit_data", "port_xmit_packets", "port_xmit_wait", "unicast_rcv_packets",
-                       "unicast_xmit_packets")
-IB_HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err", "out_of_buffer",
-                  "out_of_sequence", "packet_seq_err", "req_cqe_error", "req_cqe_flush_error",
-                  "req_remote_access_errors", "req_remote_invalid_request", "resp_cqe_error", "resp_cqe_flush_error",
-                  "resp_local_length_error", "resp_remote_access_errors", "rnr_nak_retry_err", "roce_adp_retrans",
-                  "roce_adp_retrans_to", "roce_slow_restart", "roce_slow_restart_cnps", "roce_slow_restart_trans",
-                  "rx_atomic_requests", "rx_dct_connect", "rx_icrc_encapsulated", "rx_read_requests",
-                  "rx_write_requests")
 
 
 class Node(object):
@@ -612,7 +612,7 @@ def fault_retired_pages_pending(node, fault):
     retired["pending"] = True
 
 
-def _remap(node, gpu):
+def _remap(gpu):
     if gpu["remap"] is None:
         raise SimError(2, stderr="gpusim: %s does not remap rows (no row_remap_banks in the profile)\n" % gpu["name"])
     return gpu["remap"]
@@ -621,7 +621,7 @@ def _remap(node, gpu):
 def fault_row_remap_pending(node, fault):
     """An uncorrectable error marked a row for remapping; the GPU needs a reset (Xid 48, Xid 63)."""
     gpu = _gpu(node, fault)
-    remap = _remap(node, gpu)
+    remap = _remap(gpu)
     remap["unc"] += _number(fault, 1)
     remap["pending"] = True
     remap["hist"]["max"] -= 1
@@ -635,7 +635,7 @@ def fault_row_remap_pending(node, fault):
 def fault_row_remap_failure(node, fault):
     """A bank has no spare rows left: remapping failed (Xid 64)."""
     gpu = _gpu(node, fault)
-    remap = _remap(node, gpu)
+    remap = _remap(gpu)
     remap["failure"] = True
     remap["unc"] += 1
     remap["hist"]["max"] -= 1
@@ -1684,13 +1684,13 @@ def render_query_csv(node, gpus, names, header=True, units=True):
 # ----------------------------------------------------------------------------------------------------------------
 
 def render_default(node, gpus):
-    """Plain nvidia-smi: the summary table (the 550 layout, 91 columns)."""
+    """Plain nvidia-smi: the summary table (91 columns; two rules moved in the 570 layout)."""
     rule = "+" + "-" * 89 + "+"
     cells = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
     lines = [ctime(node.now) + "       ", rule,
              "| NVIDIA-SMI %-22s Driver Version: %-14s CUDA Version: %-9s|" % (
                  node.driver, node.driver, node.cuda_version),
-             "|" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+",
+             ("+" if node.driver_v >= V570 else "|") + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+",
              "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
              "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
              "|                                         |                        |               MIG M. |",
@@ -1711,6 +1711,8 @@ def render_default(node, gpus):
         lines.append(cells)
     lines += ["", rule,
               "| Processes:" + " " * 78 + "|",
+              "|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |"
+              if node.driver_v >= V570 else
               "|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |",
               "|        ID   ID                                                               Usage      |",
               "|" + "=" * 89 + "|",
@@ -1881,10 +1883,12 @@ def gid(device, port):
     return "fe80:0000:0000:0000:" + ":".join(guid[i:i + 4] for i in range(0, 16, 4))
 
 
-def render_ibstatus(node):
-    """ibstatus: the tab-indented block the ibstatus script prints for every port."""
+def render_ibstatus(node, names=None):
+    """ibstatus [device ...]: the tab-indented block the ibstatus script prints for every port."""
     lines = []
     for device in sorted(node.ib, key=lambda d: d["name"]):
+        if names and device["name"] not in names:
+            continue
         for port in device["ports"]:
             lines += ["Infiniband device '%s' port %d status:" % (device["name"], port["port"]),
                       "\tdefault gid:\t %s" % gid(device, port),
@@ -2034,7 +2038,7 @@ def dcgm_findings(node, level):
     return findings
 
 
-def dcgm_plan(node, level):
+def dcgm_plan(level):
     """[(category, test, per_gpu)] that dcgmi diag -r level runs."""
     plan = [("Deployment", test, False) for test in DCGM_DEPLOYMENT]
     plan += [(category, test, True) for category, test, lowest in DCGM_PER_GPU if lowest <= level]
@@ -2046,7 +2050,7 @@ def dcgm_results(node, level):
     findings = dcgm_findings(node, level)
     gpus = [g["index"] for g in node.visible_gpus()]
     results = []
-    for category, test, per_gpu in dcgm_plan(node, level):
+    for category, test, per_gpu in dcgm_plan(level):
         found = findings.get(test, {})
         if per_gpu:
             rows = [(index,) + found.get(index, ("Pass", None)) for index in gpus]
@@ -2365,9 +2369,9 @@ def lost_prefix(gpus):
 
 def run_nvidia_smi(node, args):
     """nvidia-smi ARGS -> (rc, stdout, stderr)."""
-    opts = parse_nvsmi_args(args)
     if "-h" in args or "--help" in args:
         return 0, "NVIDIA System Management Interface -- v%s\n" % node.driver, ""
+    opts = parse_nvsmi_args(args)
     nvml_check(node)
     if opts["mode"] == "version":
         return 0, render_version(node), ""
@@ -2411,10 +2415,7 @@ def run_ibstat(node, args):
 
 def run_ibstatus(node, args):
     """ibstatus [device ...]."""
-    if args:
-        wanted = set(a.split(":")[0] for a in args)
-        node.ib = [d for d in node.ib if d["name"] in wanted]
-    return 0, render_ibstatus(node), ""
+    return 0, render_ibstatus(node, set(a.split(":")[0] for a in args)), ""
 
 
 DCGM_LEVELS = {"1": 1, "2": 2, "3": 3, "4": 4, "short": 1, "medium": 2, "long": 3, "xlong": 4}

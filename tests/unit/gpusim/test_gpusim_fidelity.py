@@ -125,6 +125,46 @@ def test_text_sections_keys_and_indentation_match_the_h100_captures(sim, env, pr
     assert mine == real
 
 
+def capture_section(text, command):
+    """The output of the first '# $ <command>' section of a multi-command capture (gpuexporter captures)."""
+    start = text.index("# $ %s\n" % command)
+    start = text.index("\n", text.index("####", start)) + 1
+    return text[start:text.index("\n####", start)]
+
+
+@pytest.mark.parametrize("capture, name, driver", [
+    ("captures/gpuexporter_linux__nvidia-h100-80gb-hbm3__590.48.01.txt", "h100-sxm-8", "590.48.01"),
+    ("captures/gpuexporter_linux__nvidia-h200__590.48.01.txt", "h100-sxm-8", "590.48.01"),
+    ("captures/gpuexporter_linux__nvidia-l40s__595.80.txt", "l40s-pcie-4", "595.80"),
+])
+def test_text_layout_matches_the_idle_captures(sim, env, profile, read_real, capture, name, driver):
+    """Idle captures (no processes) of H100/H200 on 590 and L40S on 595: identical keys and indentation."""
+    real = text_keys(capture_section(read_real(capture), "nvidia-smi -q"))
+    assert text_keys(smi(sim, env, profile(name, driver_version=driver), "-q")) == real
+
+
+def _without_sections(keys, sections):
+    """Keys with the named top-level sections (and their children) left out."""
+    kept, skipping = [], False
+    for key, has_value in keys:
+        if key.startswith("    ") and not key.startswith("     "):
+            skipping = key.strip() in sections
+        if not skipping:
+            kept.append((key, has_value))
+    return kept
+
+
+def test_text_layout_of_560_matches_the_titan_v_capture(sim, env, profile, read_real):
+    """The 560 layout (C2C mode, vGPU heterogeneous mode, GSP after reset status, outbound atomic caps first,
+    Capabilities) is the real 560.35.03 one. Left out: what a Volta GPU has instead of an A100's (single/double-bit
+    ECC counters, no row remapping) and the capture's running processes."""
+    sections = ("ECC Errors", "Remapped Rows", "Processes")
+    real = _without_sections(text_keys(read_real("nvidia-smi-q/gpud_titan-v_drv560.35.03_q.txt")), sections)
+    mine = _without_sections(text_keys(smi(sim, env, profile("a100-sxm-8", driver_version="560.35.03"), "-q")),
+                             sections)
+    assert mine == real
+
+
 def test_text_header_and_gpu_blocks_match_the_8_gpu_capture(sim, env, profile, read_real):
     real = read_real("nvidia-smi-q/gpud_8xh100-80gb-hbm3_drv535.183.01_q.txt")
     mine = smi(sim, env, profile("h100-sxm-8", driver_version="535.183.01"), "-q")
@@ -224,6 +264,12 @@ def test_nvlink_status_is_empty_for_a_gpu_without_nvlink_on_a_535_to_565_driver(
     assert smi(sim, env, profile("l40s-pcie-4"), "nvlink", "-s") == ""
 
 
+def test_nvlink_status_of_a_gpu_without_nvlink_on_a_570_or_later_driver(sim, env, profile, read_real):
+    real = capture_section(read_real("captures/gpuexporter_linux__nvidia-l40s__595.80.txt"), "nvidia-smi nvlink -s")
+    mine = smi(sim, env, profile("l40s-pcie-4", driver_version="595.80"), "nvlink", "-s", "-i", "0")
+    assert mine.splitlines()[1:] == real.strip("\n").splitlines()[1:] == ["Device does not have or support Nvlink"]
+
+
 def test_inactive_link_and_all_inactive_wording(sim, env, profile, read_real):
     real = read_real("nvlink-topo/azhpc_a100_nvlink-status_all-inactive.txt").splitlines()
     faults = [{"name": "nvlink_inactive", "gpu": 6, "link": n} for n in range(12)]
@@ -259,6 +305,18 @@ def test_default_table_matches_the_550_layout(sim, env, profile, read_real):
     usage = re.compile(r"^\| N/A   \d\dC    P0\s+\d+W /  700W \|\s+\d+MiB /  81559MiB \|\s+0%      Default \|$")
     assert usage.match(real[9]) and usage.match(mine[9])
     assert re.match(r"^\| NVIDIA-SMI [\d.]+ +Driver Version: [\d.]+ +CUDA Version: [\d.]+ +\|$", mine[2])
+
+
+@pytest.mark.parametrize("capture, name, driver", [
+    ("captures/gpuexporter_linux__nvidia-h100-80gb-hbm3__590.48.01.txt", "h100-sxm-8", "590.48.01"),
+    ("captures/gpuexporter_linux__nvidia-l40s__595.80.txt", "l40s-pcie-4", "595.80"),
+])
+def test_default_table_matches_the_570_and_later_layout(sim, env, profile, read_real, capture, name, driver):
+    real = capture_section(read_real(capture), "nvidia-smi ").splitlines()
+    mine = smi(sim, env, profile(name, driver_version=driver)).splitlines()
+    assert mine[2] == real[2]
+    assert mine[3:8] == real[3:8]
+    assert mine[-7:] == real[-8:-1]
 
 
 def test_list_format(sim, env, profile, read_real):
