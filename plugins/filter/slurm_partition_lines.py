@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: slurm_partition_lines
+short_description: PartitionName lines of slurm.conf from a list of partitions
+version_added: 0.1.0
+author: gpucluster.ops developers (@gpucluster)
+description:
+  - Builds one C(PartitionName=) line per entry of a C(slurm_partitions) list, with the nodes folded into a hostlist.
+  - "Each entry has C(name) and C(groups) (inventory groups) and/or C(nodes) (a hostlist or a list of node names).
+    Optional fields: C(default) (bool), C(max_time), C(default_time) (Slurm times), C(qos), C(allow_accounts),
+    C(allow_qos) (lists), C(priority_tier) (int), C(oversubscribe) (EXCLUSIVE, NO, YES[:n], FORCE[:n]),
+    C(preempt_mode) (OFF, CANCEL, GANG, REQUEUE, SUSPEND, comma-joined), C(state) (UP, DOWN, DRAIN, INACTIVE),
+    C(exclusive_nodes) (bool, not written) and C(extra) (other PartitionName keys of Slurm, as Key: value)."
+  - "Slurm times are C(minutes), C(minutes:seconds), C(hours:minutes:seconds), C(days-hours), C(days-hours:minutes),
+    C(days-hours:minutes:seconds), C(UNLIMITED) or C(INFINITE); an integer is minutes."
+  - Node names of group members follow the host variable C(slurm_node_name) when O(hostvars) is given, else the
+    inventory name up to the first dot, as in P(gpucluster.ops.slurm_node_lines#filter).
+  - Fails, naming the partition and the value, on an undefined group, an empty node set, two default partitions,
+    a node in two partitions that both have C(exclusive_nodes=true), a bad time, an unknown field or extra key.
+positional: groups, hostvars
+options:
+  _input:
+    description: The C(slurm_partitions) list.
+    type: list
+    elements: dict
+    required: true
+  groups:
+    description: The C(groups) of the play.
+    type: dict
+    required: true
+  hostvars:
+    description: The C(hostvars) of the play, to read C(slurm_node_name).
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Show the partition lines
+  ansible.builtin.debug:
+    msg: "{{ slurm_partitions | gpucluster.ops.slurm_partition_lines(groups, hostvars) }}"
+  vars:
+    slurm_partitions:
+      - {name: gpu, groups: [slurm_gpu], default: true, max_time: "2-00:00:00"}
+      - {name: debug, nodes: "gpu[001-002]", max_time: 30, priority_tier: 10}
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - One line per partition, in the given order, for example
+      C(PartitionName=gpu Nodes=gpu[001-032] Default=YES MaxTime=2-00:00:00).
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, partition_lines
+
+
+def slurm_partition_lines(partitions, groups, hostvars=None):
+    """Return the PartitionName lines of ``partitions``."""
+    try:
+        return partition_lines(partitions, groups, hostvars)
+    except SlurmRenderError as exc:
+        raise AnsibleFilterError("slurm_partition_lines: %s" % exc)
+
+
+class FilterModule(object):
+    """gpucluster.ops slurm_partition_lines filter."""
+
+    def filters(self):
+        return {"slurm_partition_lines": slurm_partition_lines}
