@@ -277,18 +277,19 @@ def _counter_value(raw, unreadable, what):
     return to_int(raw, unreadable, what)
 
 
-def _read_port(port_path, number, where, unreadable):
+def _read_port(port_path, number, where, unreadable, counters=True):
     """One ``ports/<n>`` directory as a model port."""
     port = new_port(number)
     for field, file_name in _SYSFS_PORT_FILES:
         raw = read_sysfs_value(os.path.join(port_path, file_name), unreadable, "%s/%s" % (where, file_name))
         if raw is not None:
             _set_port_field(port, field, raw, unreadable, where)
-    port["counters"] = _read_counters(port_path, where, unreadable)
+    if counters:
+        port["counters"] = _read_counters(port_path, where, unreadable)
     return port
 
 
-def _read_device(dev_path, name, unreadable):
+def _read_device(dev_path, name, unreadable, counters=True):
     """One ``/sys/class/infiniband/<dev>`` directory as a model device."""
     device = new_device(name)
     for field, file_name in _SYSFS_DEVICE_FILES:
@@ -297,12 +298,13 @@ def _read_device(dev_path, name, unreadable):
     for entry in _list_dir(ports_path, unreadable, "%s/ports" % name):
         port_path = os.path.join(ports_path, entry)
         if entry.isdecimal() and len(entry) < 6 and os.path.isdir(port_path):
-            device["ports"].append(_read_port(port_path, int(entry), "%s/%s" % (name, entry), unreadable))
+            device["ports"].append(_read_port(port_path, int(entry), "%s/%s" % (name, entry), unreadable, counters))
     return device
 
 
-def read_sys_class_infiniband(path="/sys/class/infiniband"):
-    """Read a ``/sys/class/infiniband`` tree into the InfiniBand model, counters included.
+def read_sys_class_infiniband(path="/sys/class/infiniband", counters=True):
+    """Read a ``/sys/class/infiniband`` tree into the InfiniBand model, with the port counters unless ``counters`` is
+    false (the quick health check needs only state, physical state and rate: a few files instead of hundreds).
 
     Missing or unreadable files give ``None`` and a note in ``unreadable``; counters that are not integers are
     ``None`` with a note (``N/A (no PMA)`` is ``None`` without one). A missing tree is an ``errors`` entry
@@ -316,7 +318,7 @@ def read_sys_class_infiniband(path="/sys/class/infiniband"):
         for name in _list_dir(path, result["unreadable"], path):
             dev_path = os.path.join(path, name)
             if os.path.isdir(dev_path):
-                result["devices"].append(_read_device(dev_path, name, result["unreadable"]))
+                result["devices"].append(_read_device(dev_path, name, result["unreadable"], counters))
     except Exception as exc:  # pylint: disable=broad-except
         append_capped(result["unreadable"], "%s: %s" % (path, exc))
     return result

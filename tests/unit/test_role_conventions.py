@@ -54,4 +54,6 @@ def _templates():
 def test_templates_start_with_managed_header(template):
     with open(os.path.join(ROOT, template)) as f:
         first = f.readline()
+        if first.startswith("#!"):  # scripts keep their interpreter line first
+            first = f.readline()
     assert re.match(r"^\{\{ ansible_managed \| (ansible\.builtin\.)?comment", first), template

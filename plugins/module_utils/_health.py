@@ -1,0 +1,624 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Collect a node's health inputs (live or from a replay bundle), run the checks, and render the result.
+
+Used by the ``gpu_health`` module and by ``bin/gpucluster-health``; the parsers and the checks live in their own
+modules. A bundle is a directory with one file per input (names in ``INPUTS``); a command that failed leaves
+``<file>.rc`` and ``<file>.stderr`` beside (or instead of) its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
+
+CONFIG_DEFAULTS = {
+    "node": None,
+    "level": "quick",
+    "expected": {},
+    "thresholds": {},
+    "xid": {"ignore": [], "window_s": 86400},
+    "sources": {
+        "nvidia_smi": "nvidia-smi",
+        "ibstat": "ibstat",
+        "sys_class_infiniband": "/sys/class/infiniband",
+        # "journal" (journalctl -k), "dmesg", or "file:/path/to/kern.log"
+        "kernel_log": "journal",
+        "systemctl": "systemctl",
+        "fabricmanager_unit": "nvidia-fabricmanager",
+        # "systemctl" (systemctl is-active <unit>) or "file:/path" holding what systemctl would print
+        "fabricmanager_state": "systemctl",
+        "dcgmi": "dcgmi",
+        "dcgm_level": 3,
+        "all_reduce_perf": "all_reduce_perf",
+    },
+    "timeouts": {"command_s": 30, "dcgm_s": 1800, "nccl_s": 900},
+    "state_file": "/var/lib/gpucluster-health/state.json",
+    "slurm": {"max_drained_share": 0.1},
+}
+
+# name, bundle file, lowest level at which the checks need it
+INPUTS = (
+    ("nvsmi", "nvidia-smi-q.xml", "quick"),
+    ("nvlink", "nvlink-status.txt", "quick"),
+    ("ib", "sys-class-infiniband", "quick"),
+    ("kernel", "kernel.log", "quick"),
+    ("fabricmanager", "fabricmanager.state", "quick"),
+    ("nvlink_errors", "nvlink-errors.txt", "standard"),
+    ("dcgm", "dcgmi-diag.json", "deep"),
+    ("nccl", "nccl-all-reduce.txt", "deep"),
+)
+# Extra files --collect writes so that a bundle is complete for a person or a later replay with other tools.
+EXTRA_COLLECT = (
+    ("nvidia-smi-q.txt", lambda c: [c["sources"]["nvidia_smi"], "-q"]),
+    ("topo.txt", lambda c: [c["sources"]["nvidia_smi"], "topo", "-m"]),
+    ("ibstat.txt", lambda c: [c["sources"]["ibstat"]]),
+)
+
+
+def load_config(path=None, overrides=None):
+    """Read the checker's config (JSON, or YAML when PyYAML is there) over the defaults."""
+    config = _deep_copy(CONFIG_DEFAULTS)
+    if path:
+        with open(path) as handle:
+            text = handle.read()
+        data = _load_structured(text, path)
+        if not isinstance(data, dict):
+            raise ValueError("%s: the config must be a mapping, not %s" % (path, type(data).__name__))
+        _deep_update(config, data)
+    if overrides:
+        _deep_update(config, overrides)
+    _validate_config(config, path or "(defaults)")
+    if not config.get("node"):
+        config["node"] = socket.gethostname().split(".")[0]
+    return config
+
+
+def _load_structured(text, path):
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError as json_error:
+        try:
+            import yaml  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            raise ValueError("%s is not JSON (%s) and PyYAML is not installed to read it as YAML" % (path, json_error))
+        try:
+            return yaml.safe_load(text) or {}
+        except yaml.YAMLError as yaml_error:
+            raise ValueError("%s is neither JSON nor YAML: %s" % (path, yaml_error))
+
+
+_INT_KEYS = ("gpu_count", "nvlinks_per_gpu", "ib_port_count", "pcie_width", "pcie_gen")
+
+
+def _validate_config(config, origin):
+    unknown = sorted(k for k in set(config) - set(CONFIG_DEFAULTS) if not str(k).startswith("_"))
+    if unknown:
+        known = ", ".join(sorted(CONFIG_DEFAULTS))
+        raise ValueError("%s: unknown key(s) %s (known: %s)" % (origin, ", ".join(unknown), known))
+    share = (config.get("slurm") or {}).get("max_drained_share")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ValueError("%s: slurm.max_drained_share must be a number from 0 to 1, not %r" % (origin, share))
+    expected = config.get("expected")
+    if not isinstance(expected, dict):
+        raise ValueError("%s: expected must be a mapping" % origin)
+    for key in _INT_KEYS:
+        value = expected.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ValueError("%s: expected.%s must be a whole number >= 0, not %r" % (origin, key, value))
+    rate = expected.get("ib_rate_gbps")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
+        raise ValueError("%s: expected.ib_rate_gbps must be a positive number, not %r" % (origin, rate))
+    for key, value in (config.get("thresholds") or {}).items():
+        if key not in checks.DEFAULT_THRESHOLDS:
+            raise ValueError("%s: thresholds.%s is not a known threshold (known: %s)" % (
+                origin, key, ", ".join(sorted(checks.DEFAULT_THRESHOLDS))))
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError("%s: thresholds.%s must be a number, not %r" % (origin, key, value))
+    if config.get("level") not in checks.LEVELS:
+        raise ValueError("%s: level must be one of %s, not %r" % (origin, ", ".join(checks.LEVELS),
+                                                                  config.get("level")))
+    ignore = (config.get("xid") or {}).get("ignore") or []
+    if not all(isinstance(code, int) and not isinstance(code, bool) for code in ignore):
+        raise ValueError("%s: xid.ignore must be a list of Xid numbers, not %r" % (origin, ignore))
+
+
+def _deep_copy(value):
+    return json.loads(json.dumps(value))
+
+
+def _deep_update(base, extra):
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+
+
+def _wanted(name, config, level):
+    """Whether an input is needed at this level with this config (no NVLink call on PCIe-only nodes, ...)."""
+    expected = config.get("expected") or {}
+    allowed = checks.LEVELS[:checks.LEVELS.index(level) + 1]
+    input_level = dict((n, lvl) for n, _f, lvl in INPUTS)[name]
+    if input_level not in allowed:
+        return False
+    if name in ("nvlink", "nvlink_errors"):
+        return bool(expected.get("nvlinks_per_gpu"))
+    if name == "fabricmanager":
+        return bool(expected.get("nvswitch"))
+    if name == "ib":
+        return bool(expected.get("ib_port_count") or expected.get("ib_rate_gbps"))
+    if name == "nccl":
+        return bool((config.get("thresholds") or {}).get("nccl_busbw_min_gbps"))
+    return True
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Parsing (imports are lazy: a quick run loads only the parsers it needs)
+# --------------------------------------------------------------------------------------------------------------
+
+def _parse(name, text, bundle_path=None, since_epoch=None, level="quick"):
+    # pylint: disable=import-outside-toplevel
+    if name == "nvsmi":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _nvsmi
+        if bundle_path and bundle_path.endswith(".csv"):
+            return _nvsmi.parse_query_csv(text)
+        if bundle_path and bundle_path.endswith(".txt"):
+            return _nvsmi.parse_query_text(text)
+        return _nvsmi.parse_query_xml(text)
+    if name in ("nvlink", "nvlink_errors"):
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _nvlink
+        return _nvlink.parse_nvlink_status(text) if name == "nvlink" else _nvlink.parse_nvlink_errors(text)
+    if name == "ib":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _ib
+        if bundle_path and os.path.isdir(bundle_path):
+            return _ib.read_sys_class_infiniband(bundle_path, counters=level != "quick")
+        return _ib.parse_ibstat(text)
+    if name == "kernel":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
+        return _kernlog.parse_kernel_log(text, since_epoch=since_epoch)
+    if name == "fabricmanager":
+        return text.strip().splitlines()[0].strip() if text.strip() else "unknown"
+    if name == "dcgm":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _dcgm
+        return _dcgm.parse_dcgmi_diag(text)
+    if name == "nccl":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _nccl
+        return _nccl.parse_all_reduce(text)
+    raise KeyError(name)
+
+
+def xid_catalog():
+    """The Xid catalog of the kernel-log parser ({} when it has none)."""
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
+    return getattr(_kernlog, "XID_CATALOG", {})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Replay from a bundle
+# --------------------------------------------------------------------------------------------------------------
+
+_NVSMI_FALLBACKS = ("nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-query.csv")
+_DCGM_FALLBACKS = ("dcgmi-diag.json", "dcgmi-diag.txt")
+
+
+def _read_text(path):
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def _bundle_failure(path):
+    """(rc, stderr) recorded beside a bundle file, or None when the command succeeded or left no record."""
+    rc_path, err_path = path + ".rc", path + ".stderr"
+    rc = None
+    if os.path.exists(rc_path):
+        try:
+            rc = int(_read_text(rc_path).strip() or "0")
+        except ValueError:
+            rc = -1
+    stderr = _read_text(err_path) if os.path.exists(err_path) else ""
+    if rc in (None, 0) and not (stderr and not os.path.exists(path)):
+        return None
+    return {"rc": rc, "stderr": stderr}
+
+
+def _bundle_file(bundle, name, filename):
+    candidates = {"nvsmi": _NVSMI_FALLBACKS, "dcgm": _DCGM_FALLBACKS}.get(name, (filename,))
+    if name == "ib" and not os.path.isdir(os.path.join(bundle, filename)):
+        candidates = ("ibstat.txt",)
+    for candidate in candidates:
+        path = os.path.join(bundle, candidate)
+        if os.path.exists(path) or os.path.exists(path + ".rc") or os.path.exists(path + ".stderr"):
+            return path
+    return None
+
+
+def replay(bundle, config, level):
+    """Snapshot from a bundle directory. Time windows count back from the bundle's capture time."""
+    snapshot = {"failures": {}, "missing": []}
+    if not os.path.isdir(bundle):
+        raise ValueError("%s is not a directory" % bundle)
+    for name, filename, _lvl in INPUTS:
+        if not _wanted(name, config, level):
+            continue
+        path = _bundle_file(bundle, name, filename)
+        if path is None:
+            snapshot["missing"].append(filename)
+            continue
+        failure = _bundle_failure(path)
+        if os.path.isdir(path):
+            snapshot[name] = _parse(name, "", bundle_path=path, level=level)
+        elif os.path.exists(path):
+            snapshot[name] = _parse(name, _read_text(path), bundle_path=path, level=level)
+        if failure:
+            snapshot["failures"][name] = failure
+            if not _has_content(snapshot.get(name)):
+                snapshot[name] = None
+    snapshot["now"] = _capture_time(bundle, snapshot)
+    return snapshot
+
+
+def _has_content(parsed):
+    if parsed is None or isinstance(parsed, str):
+        return bool(parsed)
+    return bool(parsed.get("gpus") or parsed.get("errors") or parsed.get("devices") or parsed.get("events")
+                or parsed.get("results") or parsed.get("rows"))
+
+
+def _capture_time(bundle, snapshot):
+    path = os.path.join(bundle, "captured_at")
+    if os.path.exists(path):
+        parsed = _parse_iso(_read_text(path).strip())
+        if parsed is not None:
+            return parsed
+    latest = (snapshot.get("kernel") or {}).get("latest_epoch")
+    if latest:
+        return latest
+    return time.time()
+
+
+def _parse_iso(text):
+    """Epoch seconds from an ISO 8601 time such as 2026-11-30T07:00:00Z or 2026-11-30T07:00:00+01:00."""
+    import datetime  # pylint: disable=import-outside-toplevel
+    text = text.strip().replace("Z", "+00:00")
+    if len(text) > 5 and text[-5] in "+-" and text[-3] != ":":
+        text = text[:-2] + ":" + text[-2:]
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Live collection (and --collect)
+# --------------------------------------------------------------------------------------------------------------
+
+class Runner(object):
+    """Runs commands with a timeout in the C locale and counts them."""
+
+    def __init__(self, run_command=None):
+        self.calls = 0
+        self._run_command = run_command
+
+    def run(self, argv, timeout):
+        """Return (rc, stdout, stderr); a missing program is rc 127, a timeout rc 124."""
+        self.calls += 1
+        if self._run_command is not None:
+            return self._run_command(argv, timeout)
+        env = dict(os.environ, LC_ALL="C", LANG="C")
+        try:
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=env,
+                                  check=False)
+        except OSError as error:
+            return 127, "", "%s: %s" % (argv[0], error.strerror or error)
+        except subprocess.TimeoutExpired:
+            return 124, "", "%s did not finish within %d s (a hung GPU or driver makes nvidia-smi hang)" % (
+                " ".join(argv), timeout)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def _command(name, config):
+    sources = config["sources"]
+    smi = sources["nvidia_smi"]
+    if name == "nvsmi":
+        return [smi, "-q", "-x"]
+    if name == "nvlink":
+        return [smi, "nvlink", "-s"]
+    if name == "nvlink_errors":
+        return [smi, "nvlink", "-e"]
+    if name == "fabricmanager":
+        return [sources["systemctl"], "is-active", sources["fabricmanager_unit"]]
+    if name == "dcgm":
+        return [sources["dcgmi"], "diag", "-r", str(sources["dcgm_level"]), "-j"]
+    if name == "nccl":
+        gpus = (config.get("expected") or {}).get("gpu_count") or 8
+        return [sources["all_reduce_perf"], "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]
+    if name == "kernel":
+        window = int((config.get("xid") or {}).get("window_s") or 86400)
+        kind = sources["kernel_log"]
+        if kind == "dmesg":
+            return ["dmesg", "--time-format", "iso"]
+        return ["journalctl", "-k", "-o", "short-iso", "--no-pager", "--since", "-%ds" % window]
+    raise KeyError(name)
+
+
+def _timeout(name, config):
+    timeouts = config.get("timeouts") or {}
+    return {"dcgm": timeouts.get("dcgm_s", 1800), "nccl": timeouts.get("nccl_s", 900)}.get(
+        name, timeouts.get("command_s", 30))
+
+
+def collect(config, level, runner, collect_dir=None):
+    """Snapshot from the live node; with collect_dir, also write every output as a replay bundle."""
+    snapshot = {"failures": {}, "missing": []}
+    now = time.time()
+    for name, filename, _lvl in INPUTS:
+        if not (_wanted(name, config, level) or (collect_dir and name != "nccl" and name != "dcgm")):
+            continue
+        if name == "ib":
+            _collect_ib(snapshot, config, level, runner, collect_dir)
+            continue
+        file_source = {"kernel": config["sources"]["kernel_log"],
+                       "fabricmanager": config["sources"]["fabricmanager_state"]}.get(name, "")
+        if file_source.startswith("file:"):
+            rc, out, err = _read_file_source(file_source[len("file:"):])
+        else:
+            rc, out, err = runner.run(_command(name, config), _timeout(name, config))
+        if collect_dir:
+            _write_bundle_file(collect_dir, filename, out, rc, err)
+        since = now - int((config.get("xid") or {}).get("window_s") or 86400) if name == "kernel" else None
+        parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
+        if rc != 0 and not (name == "fabricmanager" and out.strip()):
+            snapshot["failures"][name] = {"rc": rc, "stderr": err or out}
+            snapshot[name] = parsed if _has_content(parsed) else None
+        else:
+            snapshot[name] = parsed
+    if collect_dir:
+        for filename, argv in EXTRA_COLLECT:
+            rc, out, err = runner.run(argv(config), _timeout("extra", config))
+            _write_bundle_file(collect_dir, filename, out, rc, err)
+        _write(os.path.join(collect_dir, "captured_at"), _iso(now) + "\n")
+    snapshot["now"] = now
+    return snapshot
+
+
+def _collect_ib(snapshot, config, level, runner, collect_dir):
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpucluster.ops.plugins.module_utils import _ib
+    root = config["sources"]["sys_class_infiniband"]
+    if os.path.isdir(root):
+        snapshot["ib"] = _ib.read_sys_class_infiniband(root, counters=level != "quick" or bool(collect_dir))
+        if collect_dir:
+            _copy_sysfs(root, os.path.join(collect_dir, "sys-class-infiniband"))
+        return
+    rc, out, err = runner.run([config["sources"]["ibstat"]], _timeout("ib", config))
+    if collect_dir:
+        _write_bundle_file(collect_dir, "ibstat.txt", out, rc, err)
+    snapshot["ib"] = _ib.parse_ibstat(out) if out else None
+    if rc != 0:
+        snapshot["failures"]["ib"] = {"rc": rc, "stderr": err or ("%s does not exist and ibstat failed" % root)}
+
+
+def _read_file_source(path):
+    try:
+        return 0, _read_text(path), ""
+    except (IOError, OSError) as error:
+        return 1, "", "cannot read %s: %s" % (path, error)
+
+
+_SYSFS_DEVICE_FILES = ("fw_ver", "hca_type", "board_id", "node_guid")
+
+
+def _copy_sysfs(src, dst):
+    """Copy what the checks read of a /sys/class/infiniband tree (device ids, port state, counters)."""
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=True):
+        rel = os.path.relpath(dirpath, src)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        keep_files = []
+        if depth == 1:          # <device>/
+            dirnames[:] = [d for d in dirnames if d == "ports"]
+            keep_files = [f for f in filenames if f in _SYSFS_DEVICE_FILES]
+        elif depth == 2:        # <device>/ports/
+            dirnames[:] = [d for d in dirnames if d.isdigit()]
+        elif depth == 3:        # <device>/ports/<n>/
+            dirnames[:] = [d for d in dirnames if d in ("counters", "hw_counters")]
+            keep_files = filenames
+        elif depth == 4:        # counters/ and hw_counters/
+            dirnames[:] = []
+            keep_files = filenames
+        for filename in keep_files:
+            try:
+                content = _read_text(os.path.join(dirpath, filename))
+            except (IOError, OSError):
+                continue
+            _write(os.path.join(dst, rel, filename), content)
+
+
+def _write_bundle_file(directory, filename, out, rc, err):
+    path = os.path.join(directory, filename)
+    if out:
+        _write(path, out)
+    if rc != 0:
+        _write(path + ".rc", "%d\n" % rc)
+        _write(path + ".stderr", err)
+
+
+def _write(path, text):
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent)
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def _iso(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Counter state between runs (rising NVLink and IB counters)
+# --------------------------------------------------------------------------------------------------------------
+
+def counters_of(snapshot):
+    """The counters the next run compares against."""
+    state = {"nvlink_errors": {}, "ib_counters": {}}
+    for gpu in (snapshot.get("nvlink_errors") or {}).get("gpus") or []:
+        for link in gpu.get("links") or []:
+            state["nvlink_errors"]["gpu%s/link%s" % (gpu.get("index"), link.get("link"))] = dict(
+                link.get("counters") or {})
+    for device in (snapshot.get("ib") or {}).get("devices") or []:
+        for port in device.get("ports") or []:
+            counters = port.get("counters") or {}
+            if counters:
+                state["ib_counters"]["%s/%s" % (device.get("name"), port.get("port"))] = {
+                    k: counters.get(k) for k in ("link_downed", "symbol_error", "link_error_recovery")}
+    return state
+
+
+def load_state(path):
+    """Counters of the previous run, or {} when there is none or it cannot be read."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_state(path, snapshot):
+    """Write the counters atomically (the file is read by the next run, maybe concurrently)."""
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        json.dump(counters_of(snapshot), handle)
+    os.rename(tmp, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The whole run and its renderings
+# --------------------------------------------------------------------------------------------------------------
+
+def evaluate(snapshot, config, level, source):
+    """Run the checks on a snapshot and build the result document."""
+    snapshot.setdefault("xid_catalog", xid_catalog() if snapshot.get("kernel") else {})
+    findings = checks.run_checks(snapshot, config, level)
+    unreadable = []
+    for name in ("nvsmi", "nvlink", "nvlink_errors", "ib", "kernel", "dcgm", "nccl"):
+        data = snapshot.get(name)
+        if isinstance(data, dict):
+            unreadable.extend({"input": name, "detail": note} for note in data.get("unreadable") or [])
+    gpus = [{"index": g.get("index"), "bus_id": g.get("bus_id"), "uuid": g.get("uuid"), "name": g.get("name")}
+            for g in ((snapshot.get("nvsmi") or {}).get("gpus") or [])]
+    return {
+        "status": checks.worst(findings),
+        "exit_code": checks.exit_code(findings),
+        "node": config.get("node"),
+        "level": level,
+        "source": source,
+        "checked_at": _iso(snapshot.get("now") or time.time()),
+        "driver_version": (snapshot.get("nvsmi") or {}).get("driver_version"),
+        "gpus": gpus,
+        "findings": findings,
+        "unreadable": unreadable,
+        "missing_inputs": snapshot.get("missing") or [],
+    }
+
+
+def render_human(result):
+    """A short summary for people at a shell."""
+    lines = ["%s: %s (%s check, %d GPU(s)%s, %s)" % (
+        result["node"], result["status"].upper(), result["level"], len(result["gpus"]),
+        ", driver %s" % result["driver_version"] if result.get("driver_version") else "", result["source"])]
+    for item in result["findings"]:
+        lines.append("  %-7s %-32s %-16s %s" % (item["severity"], item["code"], item["target"], item["message"]))
+        if item.get("action"):
+            lines.append("          -> %s" % item["action"])
+    if result.get("missing_inputs"):
+        lines.append("  (bundle has no %s)" % ", ".join(result["missing_inputs"]))
+    return "\n".join(lines) + "\n"
+
+
+_STATUS_VALUE = {"ok": 0, "info": 0, "warning": 1, "error": 2, "unknown": 3}
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_prometheus(result, duration_s=None):
+    """Prometheus text format for node_exporter's textfile collector."""
+    node = _label(result["node"])
+    out = [
+        "# HELP gpucluster_health_status Worst finding of the last health check: 0 ok, 1 warning, 2 error, 3 unknown.",
+        "# TYPE gpucluster_health_status gauge",
+        'gpucluster_health_status{node="%s",level="%s"} %d' % (node, result["level"], _STATUS_VALUE[result["status"]]),
+        "# HELP gpucluster_health_last_run_timestamp_seconds When the last health check ran.",
+        "# TYPE gpucluster_health_last_run_timestamp_seconds gauge",
+        'gpucluster_health_last_run_timestamp_seconds{node="%s",level="%s"} %d' % (node, result["level"], int(time.time())),
+        "# HELP gpucluster_health_gpus GPUs the health check saw.",
+        "# TYPE gpucluster_health_gpus gauge",
+        'gpucluster_health_gpus{node="%s"} %d' % (node, len(result["gpus"])),
+        "# HELP gpucluster_health_finding A finding of the last health check (1 while it holds).",
+        "# TYPE gpucluster_health_finding gauge",
+    ]
+    for item in result["findings"]:
+        out.append('gpucluster_health_finding{node="%s",code="%s",severity="%s",target="%s"} 1' % (
+            node, _label(item["code"]), item["severity"], _label(item["target"])))
+    out.append("# HELP gpucluster_health_unreadable_inputs Parts of tool output the checker could not read.")
+    out.append("# TYPE gpucluster_health_unreadable_inputs gauge")
+    out.append('gpucluster_health_unreadable_inputs{node="%s"} %d' % (node, len(result["unreadable"])))
+    if duration_s is not None:
+        out.append("# HELP gpucluster_health_duration_seconds How long the last health check took.")
+        out.append("# TYPE gpucluster_health_duration_seconds gauge")
+        out.append('gpucluster_health_duration_seconds{node="%s",level="%s"} %.3f' % (node, result["level"],
+                                                                                      duration_s))
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path, text):
+    """Write a file so that readers (node_exporter) never see half of it."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)
+
+
+def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_state=True):
+    """Collect (or replay) and evaluate. Returns (result, runner)."""
+    level = level or config.get("level") or "quick"
+    if level not in checks.LEVELS:
+        raise ValueError("level must be one of %s, not %r" % (", ".join(checks.LEVELS), level))
+    runner = runner or Runner()
+    if from_dir:
+        snapshot = replay(from_dir, config, level)
+        source = "replay of %s" % from_dir
+    else:
+        if collect_dir and not os.path.isdir(collect_dir):
+            os.makedirs(collect_dir)
+        snapshot = collect(config, level, runner, collect_dir)
+        source = "live"
+    state_file = config.get("state_file")
+    if use_state and state_file and not from_dir and level != "quick":
+        snapshot["previous"] = load_state(state_file)
+    result = evaluate(snapshot, config, level, source)
+    if use_state and state_file and not from_dir and level != "quick":
+        try:
+            save_state(state_file, snapshot)
+        except (IOError, OSError) as error:
+            result["unreadable"].append({"input": "state", "detail": "cannot save %s: %s" % (state_file, error)})
+    result["tool_calls"] = runner.calls
+    return result, runner

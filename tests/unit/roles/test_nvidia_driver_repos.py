@@ -1,0 +1,102 @@
+"""The repository definitions, keys, pins and package choices nvidia_driver writes for each OS and method."""
+
+import pytest
+
+from .rolerender import DEBIAN13, RHEL9, ROCKY8_ARM, UBUNTU_2204, UBUNTU_2404, RoleRender
+
+NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+
+def role(os_vars, facts, **overrides):
+    return RoleRender("nvidia_driver", os_vars, facts, **overrides)
+
+
+@pytest.mark.parametrize("facts,dist", [(UBUNTU_2204, "ubuntu2204"), (UBUNTU_2404, "ubuntu2404")])
+def test_ubuntu_cuda_repo_source_and_key(facts, dist):
+    r = role("Ubuntu.yml", facts, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550")
+    source = r.template("cuda-repo.sources.j2")
+    assert source.startswith("#")
+    assert "URIs: %s/%s/x86_64/\n" % (NVIDIA, dist) in source
+    assert "Suites: /\n" in source
+    assert "Signed-By: /etc/apt/keyrings/cuda-archive-keyring.asc" in source
+    assert r.var("__nvidia_driver_key_url") == "%s/%s/x86_64/3bf863cc.pub" % (NVIDIA, dist)
+
+
+def test_a_mirror_replaces_nvidias_server_for_repo_and_key():
+    r = role("Ubuntu.yml", UBUNTU_2204, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_mirror_url="http://mirror.cluster.internal/cuda/")
+    source = r.template("cuda-repo.sources.j2")
+    assert "URIs: http://mirror.cluster.internal/cuda/ubuntu2204/x86_64/\n" in source
+    assert "(local mirror)" in source and "developer.download.nvidia.com" not in source
+    assert r.var("__nvidia_driver_key_url") == "http://mirror.cluster.internal/cuda/ubuntu2204/x86_64/3bf863cc.pub"
+
+
+def test_an_unsigned_test_mirror_is_marked_trusted_and_needs_no_key():
+    r = role("Ubuntu.yml", UBUNTU_2204, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_mirror_url="file:///srv/mirror", nvidia_driver_repo_trusted=True)
+    source = r.template("cuda-repo.sources.j2")
+    assert "URIs: file:///srv/mirror/ubuntu2204/x86_64/" in source
+    assert "Trusted: yes" in source and "Signed-By" not in source
+
+
+@pytest.mark.parametrize("facts,path", [(RHEL9, "rhel9/x86_64"), (ROCKY8_ARM, "rhel8/sbsa")])
+def test_rhel_repo_path_key_and_module_stream(facts, path):
+    r = role("RedHat.yml", facts, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550")
+    assert r.var("__nvidia_driver_cuda_repo_path") == "%s/%s" % (NVIDIA, path)
+    assert r.var("__nvidia_driver_key_url") == "%s/%s/D42D0685.pub" % (NVIDIA, path)
+    assert r.var("__nvidia_driver_module_stream") == "nvidia-driver:550-dkms"
+    r = role("RedHat.yml", facts, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_kernel_module="open")
+    assert r.var("__nvidia_driver_module_stream") == "nvidia-driver:550-open"
+    assert r.var("__nvidia_driver_headers_package") == "kernel-devel-" + facts["kernel"]
+
+
+def test_explicit_key_url_wins():
+    r = role("RedHat.yml", RHEL9, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_repo_key_url="https://keys.example/nvidia.pub")
+    assert r.var("__nvidia_driver_key_url") == "https://keys.example/nvidia.pub"
+
+
+@pytest.mark.parametrize("method,module,expected", [
+    ("distribution", "proprietary", ["nvidia-headless-550-server", "nvidia-utils-550-server"]),
+    ("distribution", "open", ["nvidia-headless-550-server-open", "nvidia-utils-550-server"]),
+    ("cuda_repo", "proprietary", ["cuda-drivers-550"]),
+    ("cuda_repo", "open", ["nvidia-open-550"]),
+])
+def test_ubuntu_package_choice(method, module, expected):
+    r = role("Ubuntu.yml", UBUNTU_2404, nvidia_driver_method=method, nvidia_driver_branch="550",
+             nvidia_driver_kernel_module=module)
+    assert r.var("__nvidia_driver_packages")[module] == expected
+    assert r.var("__nvidia_driver_fabricmanager_packages") == ["nvidia-fabricmanager-550", "libnvidia-nscq-550"]
+
+
+def test_debian_components_source_with_security_and_with_a_mirror():
+    r = role("Debian.yml", DEBIAN13)
+    source = r.template("debian-nvidia.sources.j2")
+    assert "Suites: trixie trixie-updates\n" in source
+    assert "Components: contrib non-free non-free-firmware\n" in source
+    assert "URIs: http://deb.debian.org/debian-security\nSuites: trixie-security" in source
+    assert source.count("Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg") == 2
+    r = role("Debian.yml", DEBIAN13, nvidia_driver_mirror_url="http://mirror.cluster.internal/debian")
+    source = r.template("debian-nvidia.sources.j2")
+    assert "URIs: http://mirror.cluster.internal/debian\n" in source
+    assert "debian-security" not in source and "deb.debian.org" not in source
+
+
+@pytest.mark.parametrize("overrides,pin", [
+    ({"nvidia_driver_branch": "550"}, "Pin: version 550.*"),
+    ({"nvidia_driver_version": "550.163.01"}, "Pin: version 550.163.01-*"),
+])
+def test_apt_pin(overrides, pin):
+    r = role("Debian.yml", DEBIAN13, **overrides)
+    text = r.template("apt-preferences.j2")
+    assert pin in text and "Pin-Priority: 1001" in text
+    assert "Package: nvidia-kernel-dkms nvidia-smi libnvidia-ml1 libcuda1 firmware-nvidia-gsp\n" in text
+
+
+def test_module_options_one_line_per_module_sorted():
+    r = role("Debian.yml", DEBIAN13, nvidia_driver_module_params={
+        "nvidia": {"NVreg_RegistryDwords": "RMCpuAffinity=1", "NVreg_EnableStreamMemOPs": 1}, "nvidia_uvm": {}})
+    text = r.template("nvidia-options.conf.j2")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == ["options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords=RMCpuAffinity=1"]
