@@ -258,10 +258,11 @@ def replay(bundle, config, level):
             snapshot[name] = _parse(name, "", bundle_path=path, level=level)
         elif os.path.exists(path):
             snapshot[name] = _parse(name, _read_text(path), bundle_path=path, level=level)
-        if failure:
+        # A tool that exits non-zero but printed what it found (dcgmi diag with a failing test, nvidia-smi naming
+        # a lost GPU) is judged on its output; one that printed nothing usable failed.
+        if failure and not _has_content(snapshot.get(name)):
             snapshot["failures"][name] = failure
-            if not _has_content(snapshot.get(name)):
-                snapshot[name] = None
+            snapshot[name] = None
     snapshot["now"] = _capture_time(bundle, snapshot)
     return snapshot
 
@@ -379,9 +380,9 @@ def collect(config, level, runner, collect_dir=None):
             _write_bundle_file(collect_dir, filename, out, rc, err)
         since = now - int((config.get("xid") or {}).get("window_s") or 86400) if name == "kernel" else None
         parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
-        if rc != 0 and not (name == "fabricmanager" and out.strip()):
+        if rc != 0 and not _has_content(parsed):
             snapshot["failures"][name] = {"rc": rc, "stderr": err or out}
-            snapshot[name] = parsed if _has_content(parsed) else None
+            snapshot[name] = None
         else:
             snapshot[name] = parsed
     if collect_dir:

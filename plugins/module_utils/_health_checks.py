@@ -21,14 +21,13 @@ import re
 
 SEVERITIES = ("ok", "info", "warning", "error", "unknown")
 LEVELS = ("quick", "standard", "deep")
-_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
 DEFAULT_THRESHOLDS = {
     # temperatures: warn this many degrees below the GPU's own slowdown threshold, error at it
     "gpu_temp_margin_c": 5,
     "gpu_temp_warn_c": 87,          # used when the GPU does not report its slowdown threshold
     "memory_temp_warn_c": 95,       # HBM: slowdown starts around 95-105 C depending on the part
-    "power_over_limit_pct": 5.0,
+    "power_over_limit_pct": 2.0,   # the average draw above the enforced limit: capping is not holding
     "ecc_correctable_volatile_warn": 10000,
     "retired_pages_total_error": 60,  # NVIDIA's field guidance: replace the board at 60 retired pages
     "nvlink_replay_warn": 1000,
@@ -61,18 +60,22 @@ _ACTIONS = {
 
 def finding(check, code, severity, target, message, action=""):
     """Build one finding dict."""
-    if severity not in _RANK:
+    if severity not in SEVERITIES:
         raise ValueError("unknown severity %r" % (severity,))
     return {"check": check, "code": code, "severity": severity, "target": target, "message": message,
             "action": action}
 
 
+# How bad each severity is for the node's overall status: an error outranks an input that could not be read.
+_WORST_ORDER = ("ok", "info", "warning", "unknown", "error")
+
+
 def worst(findings):
-    """The worst severity among findings ("ok" when there are none)."""
+    """The worst severity among findings ("ok" when there are none); error > unknown > warning > info > ok."""
     worst_rank = 0
     for item in findings:
-        worst_rank = max(worst_rank, _RANK[item["severity"]])
-    return SEVERITIES[worst_rank]
+        worst_rank = max(worst_rank, _WORST_ORDER.index(item["severity"]))
+    return _WORST_ORDER[worst_rank]
 
 
 def exit_code(findings):
@@ -777,7 +780,7 @@ def run_checks(snapshot, config, level="quick"):
     for _name, check_level, check in CHECKS:
         if check_level in allowed:
             found.extend(check(snapshot, config))
-    found.sort(key=lambda f: (-_RANK[f["severity"]], f["code"], _natural(f["target"])))
+    found.sort(key=lambda f: (-_WORST_ORDER.index(f["severity"]), f["code"], _natural(f["target"])))
     return found
 
 
