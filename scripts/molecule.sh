@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# Run molecule scenarios one after another (all of molecule/* when none are named), print each one's time and
-# result, and fail when any failed. Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log.
+# Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2: scenarios
+# spend most of their time waiting on apt and containers), print each one's time and result, and fail when any
+# failed. Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log; a failed one's tail is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
     for f in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$f")")"); done
 fi
+jobs=${MOLECULE_JOBS:-2}
 export GPUCLUSTER_APT_CACHE=${GPUCLUSTER_APT_CACHE:-/var/cache/gpucluster-ops/apt}
 mkdir -p "$GPUCLUSTER_APT_CACHE" .cache/molecule-logs
-failed=()
-summary=()
-for s in "${scenarios[@]}"; do
-    start=$SECONDS
-    echo "=== molecule test -s $s"
-    if molecule test -s "$s" 2>&1 | tee ".cache/molecule-logs/$s.log"; then
-        summary+=("$(printf '%-24s passed  %4d s' "$s" $((SECONDS - start)))")
+results=.cache/molecule-logs/results
+: >"$results"
+
+run_one() {
+    local s=$1 start=$SECONDS log=.cache/molecule-logs/$1.log
+    echo "=== molecule test -s $s (log: $log)"
+    if molecule test -s "$s" >"$log" 2>&1; then
+        printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
-        summary+=("$(printf '%-24s FAILED  %4d s  (log: .cache/molecule-logs/%s.log)' "$s" $((SECONDS - start)) "$s")")
-        failed+=("$s")
+        printf '%-24s FAILED  %4d s  (log: %s)\n' "$s" $((SECONDS - start)) "$log" >>"$results"
+        echo "=== $s FAILED; last lines of $log:"
+        tail -n 60 "$log"
     fi
+    echo "=== $s done in $((SECONDS - start)) s"
+}
+
+for s in "${scenarios[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n
+    done
+    run_one "$s" &
 done
-echo "=== molecule summary"
-printf '%s\n' "${summary[@]}"
-[ ${#failed[@]} -eq 0 ]
+wait
+echo "=== molecule summary ($jobs at a time, $SECONDS s in all)"
+sort "$results"
+! grep -q FAILED "$results"

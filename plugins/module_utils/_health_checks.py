@@ -683,7 +683,7 @@ def check_dcgm(snapshot, config):
         return []
     found = []
     for error in dcgm.get("errors") or []:
-        found.append(finding("dcgm", "DCGM-DIAG-FAILED", "unknown", "node",
+        found.append(finding("dcgm", "DCGM-DIAG-INCOMPLETE", "unknown", "node",
                              "dcgmi diag did not complete: %s" % error.get("message", ""),
                              "check that nvidia-dcgm is running (dcgm role)"))
     for result in dcgm.get("results") or []:
