@@ -16,7 +16,8 @@ description:
   - A node's index is its host variable named by O(index_var) when set, otherwise the last number in its inventory
     name (C(gpu017) is 17, C(rack2-gpu05) is 5). A host variable named by O(addresses_var), a mapping of interface
     name to address, pins a host's address instead.
-  - A host's interfaces are its host variable named by O(interfaces_var) when set, otherwise O(interfaces). Each is
+  - A host's interfaces are the first of the host variables named by O(interfaces_var) that it has, otherwise
+    O(interfaces) for the hosts in O(default_hosts) and none for the others. Each is
     checked as by P(gpucluster.ops.ipoib_interfaces#filter), so the MTU must suit the mode; an interface without a
     subnet gets no address.
   - All hosts are checked together, and every problem is reported at once with the host names. Problems are two
@@ -36,9 +37,14 @@ options:
     type: dict
     required: true
   interfaces:
-    description: The interfaces of hosts that do not set O(interfaces_var) themselves.
+    description: The interfaces of the hosts in O(default_hosts) that have none of the O(interfaces_var) variables.
     type: list
     elements: dict
+    default: []
+  default_hosts:
+    description: The hosts that get O(interfaces) when they have no interfaces variable; empty means all of them.
+    type: list
+    elements: str
     default: []
   fabric_mtu:
     description: The fabric's InfiniBand MTU in bytes (256, 512, 1024, 2048 or 4096); it bounds datagram mode.
@@ -49,8 +55,8 @@ options:
     type: str
     default: infiniband_node_index
   interfaces_var:
-    description: The host variable that holds a host's interfaces.
-    type: str
+    description: The host variable that holds a host's interfaces, or a list of them tried in order.
+    type: raw
     default: infiniband_ipoib_interfaces
   addresses_var:
     description: The host variable that pins addresses, a mapping of interface name to address.
@@ -179,7 +185,15 @@ def _pinned(host, interface, value, addresses_var):
     return int(address)
 
 
-def _assign(hosts, hostvars, interfaces, fabric_mtu, index_var, interfaces_var, addresses_var):
+def _interfaces_of(hv, interfaces_vars, default):
+    for name in interfaces_vars:
+        own = _host_var(hv, name)
+        if own is not None:
+            return own
+    return default
+
+
+def _assign(hosts, hostvars, interfaces, default_hosts, fabric_mtu, index_var, interfaces_vars, addresses_var):
     """Return ({host: [interface]}, [error]) for all hosts."""
     result, errors = {}, []
     owners = {}       # address int (with version) -> (host, interface)
@@ -193,11 +207,11 @@ def _assign(hosts, hostvars, interfaces, fabric_mtu, index_var, interfaces_var, 
             errors.append("host %s: not in hostvars" % host)
             continue
         try:
-            own = _host_var(hv, interfaces_var)
-            specs = interfaces if own is None else own
+            default = interfaces if default_hosts is None or host in default_hosts else []
+            specs = _interfaces_of(hv, interfaces_vars, default)
             key = repr(specs)
             if key not in parsed:
-                parsed[key] = check_interfaces(specs, fabric_mtu, host, interfaces_var)
+                parsed[key] = check_interfaces(specs, fabric_mtu, host, interfaces_vars[-1])
             checked = [dict(i) for i in parsed[key]]
             if any("_network" in i for i in checked):
                 pins = _host_var(hv, addresses_var) or {}
@@ -261,7 +275,8 @@ def _assign(hosts, hostvars, interfaces, fabric_mtu, index_var, interfaces_var, 
 
 
 def ipoib_addresses(hosts, hostvars, interfaces=None, fabric_mtu=4096, index_var="infiniband_node_index",
-                    interfaces_var="infiniband_ipoib_interfaces", addresses_var="infiniband_ipoib_addresses"):
+                    interfaces_var="infiniband_ipoib_interfaces", addresses_var="infiniband_ipoib_addresses",
+                    default_hosts=None):
     """Return {host: [interface with its address]} for the hosts of a fabric (see DOCUMENTATION)."""
     if netaddr is None:
         raise AnsibleFilterError("ipoib_addresses needs the Python library netaddr on the controller (pip install netaddr)")
@@ -269,8 +284,12 @@ def ipoib_addresses(hosts, hostvars, interfaces=None, fabric_mtu=4096, index_var
         raise AnsibleFilterError("ipoib_addresses expects a list of host names, got %r" % (hosts,))
     try:
         fabric_mtu = check_fabric_mtu(fabric_mtu, "ipoib_addresses: fabric_mtu")
-        result, errors = _assign(list(hosts), hostvars, interfaces or [], fabric_mtu, index_var, interfaces_var,
-                                 addresses_var)
+        interfaces_vars = [interfaces_var] if isinstance(interfaces_var, str) else list(interfaces_var or [])
+        if not interfaces_vars or not all(isinstance(v, str) for v in interfaces_vars):
+            raise IPoIBError("ipoib_addresses: interfaces_var is %r: a variable name or a list of them" % (interfaces_var,))
+        default_hosts = set(str(h) for h in default_hosts) if default_hosts else None
+        result, errors = _assign(list(hosts), hostvars, interfaces or [], default_hosts, fabric_mtu, index_var,
+                                 interfaces_vars, addresses_var)
     except IPoIBError as exc:
         raise AnsibleFilterError(str(exc))
     if errors:

@@ -270,3 +270,18 @@ def test_a_thousand_hosts_take_little_time():
     result = ipoib_addresses(names, hv, spec)
     assert time.monotonic() - start < 2.0
     assert result["gpu2000"][1]["ip"] == "10.21.23.112"
+
+
+def test_default_interfaces_only_for_default_hosts_and_variables_in_order():
+    names, hv = hosts("gpu1", "gpu2", "login", "gpu3",
+                      gpu2={"__own": [{"name": "ib1", "subnet": "10.20.0.0/24", "offset": 10}],
+                            "infiniband_ipoib_interfaces": [IB0]},
+                      gpu3={"infiniband_ipoib_interfaces": [IB0]})
+    result = ipoib_addresses(names, hv, [IB0], interfaces_var=["__own", "infiniband_ipoib_interfaces"],
+                             default_hosts=["gpu1", "gpu2"])
+    assert result["gpu1"][0]["ip"] == "10.20.0.1"
+    assert [(i["name"], i["ip"]) for i in result["gpu2"]] == [("ib1", "10.20.0.12")]
+    assert result["login"] == []      # not a default host, no variable: no interfaces, so no index needed
+    assert result["gpu3"][0]["ip"] == "10.20.0.3"
+    with pytest.raises(AnsibleFilterError, match="interfaces_var"):
+        ipoib_addresses(names, hv, [IB0], interfaces_var=[1])
