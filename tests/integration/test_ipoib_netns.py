@@ -41,8 +41,8 @@ pytestmark = [
 ]
 
 
-def _run(argv, **kwargs):
-    return subprocess.run(argv, capture_output=True, text=True, **kwargs)
+def _run(argv, check=False, **kwargs):
+    return subprocess.run(argv, capture_output=True, text=True, check=check, **kwargs)
 
 
 @pytest.fixture

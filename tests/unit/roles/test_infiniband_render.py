@@ -115,7 +115,8 @@ def test_netplan_generate_accepts_the_file(tmp_path):
     target = tmp_path / "etc" / "netplan" / "60-gpucluster-ipoib.yaml"
     target.write_text(role().template("ipoib.netplan.yaml.j2"))
     target.chmod(0o600)
-    proc = subprocess.run(["netplan", "generate", "--root-dir", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(["netplan", "generate", "--root-dir", str(tmp_path)], capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -191,4 +192,3 @@ def test_network_stack_detection(choice, services, paths, netplan_files, expecte
                    __infiniband_probe_paths=probe_paths, __infiniband_probe_netplan=probe_netplan,
                    **_trust(task["vars"]))
     assert r.templar.template(_trust(task["ansible.builtin.set_fact"]["__infiniband_backend"])).strip() == expected
-
