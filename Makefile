@@ -16,7 +16,7 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint sanity unit fast molecule test lab lab-down build build-check lock clean
+.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule test lab lab-down build build-check lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ sanity: setup ## ansible-test sanity in a temporary ansible_collections/gpuclust
 unit: setup ## Unit and property tests (pytest)
 	scripts/pytest.sh tests/unit
 
+integration: setup ## Tests on this machine's kernel in network namespaces of their own (root; skip otherwise)
+	scripts/pytest.sh tests/integration -p no:cacheprovider
+
 fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a minute)
 	yamllint -s .
 	scripts/syntax-check.sh
@@ -58,7 +61,7 @@ fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a min
 molecule: setup platform ## Every molecule scenario (SCENARIOS="a b" for some)
 	scripts/molecule.sh $(SCENARIOS)
 
-test: lint sanity unit build-check molecule ## Everything CI runs
+test: lint sanity unit integration build-check molecule ## Everything CI runs
 
 build: setup ## Build the collection tarball into build/
 	mkdir -p build
