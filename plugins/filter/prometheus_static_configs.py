@@ -10,13 +10,13 @@ short_description: Prometheus static_configs entries for the hosts of an invento
 version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
-  - Builds one Prometheus C(static_configs) entry per host, C({targets: ['<address>:<port>'], labels: {instance: <host>}}),
-    so that every metric of a node carries its inventory name as C(instance) whatever address it is scraped at.
+  - Builds one Prometheus C(static_configs) entry per host, a target C(<address>:<port>) with the label C(instance) set
+    to the inventory name, so that every metric of a node carries that name whatever address it is scraped at.
   - The address of a host is its host variable named by O(address_var) when set, else its inventory name (which the
     cluster's C(/etc/hosts) or DNS resolves). The port is the host variable named by O(port_var) when set, else O(port).
-  - With O(expected_gpus), each entry also gets an C(expected_gpus) label, the number of GPUs the host should show:
-    its host variable C(monitoring_expected_gpus), else C(health_check_expected.gpu_count); hosts with neither get no
-    such label. The C(GpuMissing) alert compares the GPUs DCGM reports with it.
+  - With O(expected_gpus), each entry also gets an C(expected_gpus) label, the number of GPUs the host should show, from
+    its host variable C(monitoring_expected_gpus), else from C(health_check_expected.gpu_count); hosts with neither get
+    no such label. The C(GpuMissing) alert compares the GPUs DCGM reports with it.
   - Fails with an error that names the host, the variable and the value when an address, a port or a GPU count is not
     valid, or when two hosts would be scraped at the same address and port.
 positional: hostvars
