@@ -8,8 +8,8 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._dcgm_counters impo
 from .rolerender import DEBIAN13, RHEL9, UBUNTU_2204, RoleRender
 
 
-def dcgm(facts=UBUNTU_2204, os_vars="Debian.yml", **overrides):
-    return RoleRender("dcgm", os_vars, facts, **overrides)
+def dcgm(facts=None, os_vars="Debian.yml", **overrides):
+    return RoleRender("dcgm", os_vars, facts or UBUNTU_2204, **overrides)
 
 
 @pytest.mark.parametrize("branch,cuda", [("470", "11"), ("520", "11"), ("525", "12"), ("550", "12"), ("575", "12"),

@@ -21,8 +21,7 @@ def load(name="gpucluster-fleet.json"):
 def all_panels(dashboard):
     for panel in dashboard["panels"]:
         yield panel
-        for inner in panel.get("panels", []):
-            yield inner
+        yield from panel.get("panels", [])
 
 
 def test_every_installed_dashboard_exists_and_parses():
