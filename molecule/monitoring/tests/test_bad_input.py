@@ -1,0 +1,125 @@
+"""Bad input fails in the role's preflight, names the variable and the value, and leaves the node as it was.
+
+Runs the real ansible-playbook, once per case, with only the role under test on one instance of the scenario (its
+inventory and group_vars, the case's variables as extra vars), and compares the managed files and packages before and
+after. Every case also asks for changes that must not happen.
+"""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.join(SCENARIO, "..", "..")
+HEAD, GPU = "deb13-monitoring", "deb12-monitoring"
+WATCHED = {
+    HEAD: ["/etc/prometheus/prometheus.yml", "/etc/prometheus/rules/gpucluster-alerts.yml",
+           "/etc/prometheus/tests/gpucluster-alerts.yml", "/etc/prometheus/tests/gpucluster-alerts.test.yml",
+           "/etc/default/prometheus", "/etc/default/prometheus-node-exporter",
+           "/etc/grafana/provisioning/datasources/gpucluster.yml"],
+    GPU: ["/etc/dcgm-exporter/counters.csv", "/etc/systemd/system/dcgm-exporter.service", "/usr/local/bin/dcgm-exporter",
+          "/etc/apt/preferences.d/gpucluster-dcgm", "/etc/default/prometheus-node-exporter"],
+}
+# Changes that a run must not make when its input is bad.
+CHANGES = {
+    HEAD: {"monitoring_alert_gpu_power_limit_pct": 90, "monitoring_prometheus_retention": "30d",
+           "monitoring_node_exporter_extra_args": ["--collector.systemd"]},
+    GPU: {"dcgm_exporter_collect_interval_ms": 10000, "dcgm_exporter_listen_address": "127.0.0.1",
+          "dcgm_major_version": 3},
+}
+CASES = [
+    # (id, role, host, variables, text the error must hold)
+    ("temperature-500", "monitoring", HEAD, {"monitoring_alert_gpu_temp_c": 500},
+     "monitoring_alert_gpu_temp_c is 500: it must be a whole number from 30 to 120"),
+    ("temperature-not-a-number", "monitoring", HEAD, {"monitoring_alert_gpu_temp_c": "hot"},
+     "monitoring_alert_gpu_temp_c"),
+    ("window-not-a-duration", "monitoring", HEAD, {"monitoring_alert_gpu_util_window": "an hour"},
+     'monitoring_alert_gpu_util_window is "an hour"'),
+    ("gpu-count-in-inventory", "monitoring", HEAD, {"health_check_expected": {"gpu_count": "eight"}},
+     "host %s: health_check_expected.gpu_count is 'eight'" % GPU),
+    ("dcgm-unavailable", "dcgm", GPU, {"dcgm_when_unavailable": "fail"},
+     "Set dcgm_when_unavailable: skip"),
+    ("exporter-without-url", "dcgm_exporter", GPU, {"dcgm_exporter_binary_url": ""},
+     "dcgm_exporter_binary_url"),
+    ("exporter-bad-counter", "dcgm_exporter", GPU,
+     {"dcgm_exporter_extra_counters": [{"field": "gpu_temp", "type": "gauge", "help": "GPU temperature"}]},
+     "dcgm_exporter_extra_counters hold entries dcgm-exporter cannot read"),
+    ("exporter-counter-twice", "dcgm_exporter", GPU,
+     {"dcgm_exporter_extra_counters": [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "again"}]},
+     "DCGM_FI_DEV_GPU_TEMP is listed 2 times"),
+]
+
+
+def _preflight_task_names(role):
+    with open(os.path.join(ROOT, "roles", role, "tasks", "preflight.yml")) as f:
+        return {t["name"] for t in yaml.safe_load(f)}
+
+
+def _failed_tasks(out):
+    current, failed = None, set()
+    for line in out.splitlines():
+        task = re.match(r"TASK \[(?:[\w.]+ : )?(.+?)\] \**$", line)
+        if task:
+            current = task.group(1)
+        elif line.startswith(("fatal:", "failed:")) and current:
+            failed.add(current)
+    return failed
+
+
+def _snapshot(instance):
+    script = ("for f in %s; do sha256sum $f 2>/dev/null || echo absent $f; done; "
+              "dpkg-query -W 'datacenter-gpu-manager*' 2>&1 || true" % " ".join(WATCHED[instance]))
+    return subprocess.run(["docker", "exec", instance, "sh", "-c", script],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _start(tmp_path, name, role, instance, variables):
+    """Start ansible-playbook for one case; returns (process, snapshot before)."""
+    with open(os.path.join(ROOT, "tests", "dcgm_exporter_sim", "dcgm-exporter-sim"), "rb") as f:
+        checksum = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    extra = dict(CHANGES[instance], dcgm_exporter_binary_checksum=checksum)
+    extra.update(variables)
+    work = tmp_path / name
+    work.mkdir()
+    (work / "vars.json").write_text(json.dumps(extra))
+    (work / "play.yml").write_text(yaml.safe_dump([{
+        "name": "Bad input for %s" % role, "hosts": instance, "gather_facts": False,
+        "roles": [{"role": "gpucluster.ops." + role}]}]))
+    before = _snapshot(instance)
+    proc = subprocess.Popen(
+        ["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
+         str(work / "play.yml"), "-e", "@%s" % (work / "vars.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+    return proc, before
+
+
+def _check(proc, before, name, role, instance, expect):
+    out = proc.communicate()[0]
+    after = _snapshot(instance)
+    assert proc.returncode == 2, "case %s: expected a failed host (rc 2), got rc %d\n%s" % (name, proc.returncode, out)
+    assert expect in " ".join(out.split()), "case %s: the error does not say %r\n%s" % (name, expect, out)
+    failed_tasks = _failed_tasks(out)
+    assert failed_tasks, out
+    # argument_specs validation runs first, then preflight.yml: both come before any change
+    outside = {t for t in failed_tasks if t not in _preflight_task_names(role)
+               and not t.startswith("Validating arguments against arg spec")}
+    assert not outside, "case %s failed outside preflight: %s" % (name, outside)
+    assert re.search(r"^%s\s+: .*changed=0 .*failed=1" % re.escape(instance), out, re.M), out
+    assert before == after, "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (name, instance, before, after)
+
+
+# One case per instance at a time, the two instances side by side: each case still sees its own node alone.
+ROUNDS = list(zip([c for c in CASES if c[2] == HEAD], [c for c in CASES if c[2] == GPU]))
+
+
+@pytest.mark.parametrize("cases", ROUNDS, ids=["%s+%s" % (a[0], b[0]) for a, b in ROUNDS])
+def test_bad_input_fails_in_preflight(tmp_path, cases):
+    started = [(case, _start(tmp_path, *case[:4])) for case in cases]
+    for (name, role, instance, _variables, expect), (proc, before) in started:
+        _check(proc, before, name, role, instance, expect)
