@@ -626,8 +626,8 @@ def plan_accounts(current_accounts, current_users, accounts, users, cluster, pru
 
     Users' associations are managed within the managed accounts: those listed, and with ``prune`` the accounts whose
     Organization is ``managed_organization``. Associations of a listed user under other accounts are left alone.
-    Order: add accounts, modify accounts, add user associations, set default accounts, delete associations, delete
-    accounts (so that no user is ever left without its default account while it still has one of ours).
+    Order: add accounts, modify accounts, add user associations, set default accounts, delete associations, set
+    default accounts that a delete emptied, delete accounts (so that no user is left without its default account).
     """
     if prune and not managed_organization:
         raise SpecError("prune needs managed_organization: only accounts with that organization are removed")
@@ -668,6 +668,7 @@ def plan_accounts(current_accounts, current_users, accounts, users, cluster, pru
         raise SpecError("; ".join(sorted(set(errors))))
 
     add_accounts, modify_accounts, add_assocs, defaults, delete_assocs, delete_accounts = [], [], [], [], [], []
+    defaults_again = []
     before, after = [], []
     # Parents before children.
     for want in _parents_first([a for a in accounts if a["state"] == "present"]):
@@ -722,6 +723,13 @@ def plan_accounts(current_accounts, current_users, accounts, users, cluster, pru
                 delete_assocs.append({"action": "delete", "name": "user %s %s" % (name, _assoc_text([(account,
                                                                                                       partition)])),
                                       "args": _user_delete(name, account, partition, cluster), "changes": {}})
+            if any(account == want["default_account"] for account, _partition in extra):
+                # sacctmgr empties the default account when any association under it is deleted, even when
+                # another one (for another partition) stays: set it again afterwards.
+                defaults_again.append({"action": "modify", "name": "user " + name,
+                                       "args": ["modify", "user", "where", "name=" + name, "set",
+                                                "defaultaccount=" + want["default_account"]],
+                                       "changes": {"default_account": ["", want["default_account"]]}})
             if missing or extra or have["default_account"] != want["default_account"]:
                 before.append(user_line(name, have["default_account"], have["associations"])
                               if have["associations"] else None)
@@ -746,7 +754,7 @@ def plan_accounts(current_accounts, current_users, accounts, users, cluster, pru
                                 "args": ["delete", "account", "where", "name=" + name, "cluster=" + cluster],
                                 "changes": {}})
         before.append(account_line(current_accounts[name]))
-    actions = add_accounts + modify_accounts + add_assocs + defaults + delete_assocs + delete_accounts
+    actions = add_accounts + modify_accounts + add_assocs + defaults + delete_assocs + defaults_again + delete_accounts
     diff = {"before": "".join(line + "\n" for line in before if line),
             "after": "".join(line + "\n" for line in after if line),
             "before_header": "sacctmgr show account/assoc/user (cluster %s)" % cluster,

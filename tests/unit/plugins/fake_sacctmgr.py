@@ -106,7 +106,7 @@ class FakeSacctmgr(object):
     # -- show ----------------------------------------------------------------------------------------------------
     def _show(self, entity, rest):
         _pos, where, assign = self._split(rest)
-        fields = assign.pop("format").split(",")
+        fields = (assign.pop("format", None) or where.pop("format")).split(",")
         rows = []
         if entity == "qos":
             for qos in self.qos.values():
