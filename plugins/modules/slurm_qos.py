@@ -15,7 +15,7 @@ author: gpucluster.ops developers (@gpucluster)
 description:
   - Reads every QOS with C(sacctmgr -n -P show qos format=...), compares the options given for each listed QOS,
     and runs C(sacctmgr -i add/modify/delete qos) only for what differs.
-  - Options left out (or null) are not managed. Given options are authoritative: a C(grp_tres) mapping is the whole
+  - Options left out (or null) are not managed. Given options are authoritative; a C(grp_tres) mapping is the whole
     C(GrpTRES) limit (TRES not in it are cleared), C(flags) and C(preempt) are the whole lists.
   - It never trusts sacctmgr's exit code or messages (C(add) of an existing QOS exits 1, an identical C(modify)
     exits 0, C(GrpTRESMins=gres/gpu=abc) stores 0 and exits 0, unknown flags are dropped silently). After a change it
@@ -50,10 +50,10 @@ options:
         type: list
         elements: str
       grp_tres:
-        description: C(GrpTRES) as a mapping, for example C({gres/gpu: 16}); an empty mapping clears it.
+        description: "C(GrpTRES) as a mapping, for example C({gres/gpu: 16}); an empty mapping clears it."
         type: dict
       grp_tres_mins:
-        description: C(GrpTRESMins) as a mapping, for example C({gres/gpu: 1200000}).
+        description: "C(GrpTRESMins) as a mapping, for example C({gres/gpu: 1200000})."
         type: dict
       preempt:
         description: QOS whose jobs this QOS's jobs may preempt; an empty list clears it.
