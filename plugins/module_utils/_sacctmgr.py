@@ -246,8 +246,8 @@ def resolve_cluster(sacct, cluster):
     known = sacct.clusters()
     if cluster:
         if cluster not in known:
-            raise SacctmgrError("cluster %r is not registered in slurmdbd (known: %s)" % (cluster, ", ".join(known) or
-                                                                                           "none"))
+            raise SacctmgrError("cluster %r is not registered in slurmdbd (known: %s)"
+                                % (cluster, ", ".join(known) or "none"))
         return cluster
     if len(known) != 1:
         raise SacctmgrError("slurmdbd knows %d clusters (%s): name one with the cluster option"
@@ -296,8 +296,8 @@ def check_qos_spec(spec, index=0):
     if mode is not None:
         mode = str(mode).lower()
         if mode not in PREEMPT_MODES:
-            raise SpecError("%s: preempt_mode is %r: use one of %s" % (where, spec.get("preempt_mode"),
-                                                                        ", ".join(PREEMPT_MODES)))
+            raise SpecError("%s: preempt_mode is %r: use one of %s"
+                            % (where, spec.get("preempt_mode"), ", ".join(PREEMPT_MODES)))
     out["preempt_mode"] = mode
     out["preempt_exempt_time"] = duration_seconds(spec.get("preempt_exempt_time"), where + ": preempt_exempt_time")
     return out

@@ -82,8 +82,8 @@ def test_team_qos_read_back(host):
 
 
 def test_team_accounts_and_members_read_back(host):
-    assocs = set(tuple(r) for r in _rows(_sacctmgr(host, "assoc", "format=Account,ParentName,User,Partition,QOS,"
-                                                                "DefaultQOS")))
+    assocs = set(tuple(r) for r in _rows(_sacctmgr(
+        host, "assoc", "format=Account,ParentName,User,Partition,QOS,DefaultQOS")))
     assert ("research", "root", "", "", "research", "research") in assocs
     assert ("development", "root", "", "", "development", "development") in assocs
     members = set((r[0], r[2]) for r in assocs if r[2])

@@ -117,7 +117,7 @@ class FakeSacctmgr(object):
         elif entity == "cluster":
             rows = [{"Cluster": c} for c in self.clusters]
         elif entity == "tres":
-            rows = [{"Type": t.split("/")[0], "Name": t.split("/", 1)[1] if "/" in t else ""} for t in self.tres]
+            rows = [{"Type": t.partition("/")[0], "Name": t.partition("/")[2]} for t in self.tres]
         elif entity == "account":
             rows = [dict(a, Account=name) for name, a in sorted(self.accounts.items())]
         elif entity == "assoc":
