@@ -97,7 +97,9 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads the state and reports the changes and commands it would make; runs no change.
+    description:
+      - Reads the state and reports the changes and commands it would make; runs no change.
+      - A QOS that does not exist yet is assumed to be created by an earlier task of the run (with a warning).
   diff_mode:
     support: full
     description: Returns each changed account and user, before and after, one line each.
@@ -221,10 +223,22 @@ def main():
     try:
         cluster = resolve_cluster(sacct, params["cluster"])
         current_accounts, current_users = read_accounts(sacct, cluster)
+        existing_qos = sacct.qos_names()
+        if module.check_mode:
+            # An earlier task of the same run (slurm_qos) may create them; only a real run can tell.
+            named = set()
+            for account in accounts:
+                if account["state"] == "present":
+                    named.update(account["qos"] or [])
+                    named.update([account["default_qos"]] if account["default_qos"] else [])
+            for qos in sorted(named - existing_qos):
+                module.warn("QOS %s does not exist yet; in check mode it is assumed that an earlier task creates it"
+                            % qos)
+            existing_qos = existing_qos | named
         actions, diff, managed = plan_accounts(current_accounts, current_users, accounts, users, cluster,
                                                prune=params["prune"],
                                                managed_organization=params["managed_organization"],
-                                               existing_qos=sacct.qos_names())
+                                               existing_qos=existing_qos)
     except (SacctmgrError, SpecError) as exc:
         module.fail_json(msg=str(exc))
     shown_accounts, shown_users = _public(current_accounts, current_users)

@@ -250,6 +250,14 @@ def test_accounts_first_run_then_no_change(fake):
     assert not again["changed"] and again["commands"] == []
 
 
+def test_accounts_check_mode_before_the_qos_exist(fake):
+    model = seed_model()
+    result = run(slurm_account, {"accounts": model["slurm"]["accounts"], "users": model["slurm"]["users"]}, check=True)
+    assert not result["failed"] and result["changed"] and fake.changes == []
+    failed = run(slurm_account, {"accounts": model["slurm"]["accounts"], "users": model["slurm"]["users"]})
+    assert failed["failed"] and "account research: QOS research does not exist" in failed["msg"]
+
+
 def test_accounts_check_mode_runs_nothing(fake):
     run(slurm_qos, {"qos": seed_model()["slurm"]["qos"]})
     before = len(fake.changes)
