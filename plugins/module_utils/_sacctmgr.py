@@ -269,7 +269,9 @@ def check_qos_spec(spec, index=0):
     if state not in ("present", "absent"):
         raise SpecError("%s: state is %r: use present or absent" % (where, state))
     out = {"name": name, "state": state}
-    out["description"] = None if spec.get("description") is None else _text(spec["description"], where + ": description")
+    # sacctmgr stores descriptions in lower case, whatever the quoting (seen on 22.05 and 24.11).
+    out["description"] = None if spec.get("description") is None else _text(spec["description"],
+                                                                            where + ": description").lower()
     out["priority"] = None if spec.get("priority") is None else _int(spec["priority"], where + ": priority",
                                                                      maximum=PRIORITY_MAX)
     flags = spec.get("flags")
@@ -489,7 +491,8 @@ def check_account_spec(spec, index=0):
         raise SpecError("%s: state is %r: use present or absent" % (where, state))
     out = {"name": name, "state": state}
     for field in ("description", "organization"):
-        out[field] = None if spec.get(field) is None else _text(spec[field], "%s: %s" % (where, field))
+        # sacctmgr stores both in lower case, whatever the quoting (seen on 22.05 and 24.11).
+        out[field] = None if spec.get(field) is None else _text(spec[field], "%s: %s" % (where, field)).lower()
     out["parent"] = _name(spec.get("parent") or "root", where + ": parent")
     out["qos"] = _name_list(spec.get("qos"), where + ": qos")
     default_qos = spec.get("default_qos")

@@ -46,10 +46,10 @@ options:
         choices: [present, absent]
         default: present
       description:
-        description: C(Description).
+        description: C(Description). Slurm stores it in lower case; so does the module.
         type: str
       organization:
-        description: C(Organization); O(prune) uses it to tell managed accounts.
+        description: C(Organization); O(prune) uses it to tell managed accounts. Stored in lower case.
         type: str
       parent:
         description: Parent account.

@@ -40,7 +40,7 @@ options:
         choices: [present, absent]
         default: present
       description:
-        description: C(Description) (no quotes, C(|) or line breaks).
+        description: C(Description) (no quotes, C(|) or line breaks). Slurm stores it in lower case; so does the module.
         type: str
       priority:
         description: C(Priority), 0 to 4294967294.

@@ -76,9 +76,9 @@ def test_team_qos_read_back(host):
     rows = dict((r[0], r[1:]) for r in _rows(_sacctmgr(
         host, "qos", "format=Name,Priority,Flags,GrpTRES,GrpTRESMins,Preempt,PreemptMode,PreemptExemptTime,Description")))
     assert rows["research"] == ["1000", "DenyOnLimit,NoDecay", "gres/gpu=16", "gres/gpu=1200000", "development",
-                                "cluster", "", "gpucluster.ops: Research group"]
+                                "cluster", "", "gpucluster.ops: research group"]
     assert rows["development"] == ["500", "DenyOnLimit,NoDecay", "gres/gpu=8", "gres/gpu=300000", "", "requeue",
-                                   "00:00:20", "gpucluster.ops: Development group"]
+                                   "00:00:20", "gpucluster.ops: development group"]
 
 
 def test_team_accounts_and_members_read_back(host):
@@ -91,7 +91,7 @@ def test_team_accounts_and_members_read_back(host):
     users = dict(_rows(_sacctmgr(host, "user", "format=User,DefaultAccount")))
     assert users["alice"] == "research" and users["bob"] == "development" and users["carol"] == "research"
     accounts = dict((r[0], r[1:]) for r in _rows(_sacctmgr(host, "account", "format=Account,Organization,Description")))
-    assert accounts["research"] == ["gpucluster.ops", "Research group"]
+    assert accounts["research"] == ["gpucluster.ops", "research group"]
 
 
 def test_a_user_sees_the_team_limits(host):

@@ -7,7 +7,7 @@ It copies what real sacctmgr 22.05/24.11 did in the team-quota experiments (see 
 ``add`` of an existing QOS prints "Nothing new added." and exits 1, an identical ``modify`` exits 0, a non-numeric
 TRES count is stored as 0 with rc 0, unknown flags are dropped, a bare number as a time means minutes, deleting a
 user's default association empties its default account, deleting a user's last association deletes the user.
-``coerce`` lets a test make it store something else than asked (a silent coercion), ``fail_on`` makes a command
+descriptions and organizations are stored in lower case. ``coerce`` lets a test make it store something else than asked (a silent coercion), ``fail_on`` makes a command
 fail without changing anything.
 """
 
@@ -146,7 +146,7 @@ class FakeSacctmgr(object):
             elif key == "preemptexempttime":
                 qos["PreemptExemptTime"] = _time(value)
             elif key == "description":
-                qos["Description"] = value
+                qos["Description"] = value.lower()
             else:
                 raise AssertionError("fake sacctmgr does not know qos key %s" % key)
 
@@ -155,7 +155,7 @@ class FakeSacctmgr(object):
         name = positional[0]
         if name in self.qos:
             return 1, " Nothing new added.\n", ""
-        self.qos[name] = self._new_qos(name, assign.get("description"))
+        self.qos[name] = self._new_qos(name, (assign.get("description") or "").lower() or None)
         self._set_qos(self.qos[name], assign)
         return 0, " Adding QOS(s)\n  %s\n" % name, ""
 
@@ -195,9 +195,9 @@ class FakeSacctmgr(object):
             return 1, "", "sacctmgr: error: You gave a bad qos"
         record = self.accounts.setdefault(name, {"Description": name, "Organization": name})
         if "description" in assign:
-            record["Description"] = assign["description"]
+            record["Description"] = assign["description"].lower()
         if "organization" in assign:
-            record["Organization"] = assign["organization"]
+            record["Organization"] = assign["organization"].lower()
         self.assocs.append({"Cluster": cluster, "Account": name, "ParentName": assign.get("parent", "root"),
                             "User": "", "Partition": "", "QOS": assign.get("qos", "normal"),
                             "DefaultQOS": assign.get("defaultqos", "")})
@@ -212,7 +212,7 @@ class FakeSacctmgr(object):
         for key, value in assign.items():
             value = self.coerce.get(("account", name, key), value)
             if key in ("description", "organization"):
-                self.accounts[name][key.capitalize()] = value
+                self.accounts[name][key.capitalize()] = value.lower()
             elif key == "parent":
                 assoc["ParentName"] = value
             elif key in ("qos", "defaultqos"):

@@ -158,6 +158,17 @@ def test_qos_each_option_change(fake, change, expected):
     assert not again["changed"], again["commands"]
 
 
+def test_descriptions_are_compared_as_slurm_stores_them(fake):
+    apply_seed(fake)
+    spec = {"name": "research", "description": "Research Group"}
+    first = run(slurm_qos, {"qos": [spec]})
+    assert first["commands"] == ["sacctmgr -i modify qos where name=research set 'Description=research group'"]
+    assert not first["failed"] and not run(slurm_qos, {"qos": [spec]})["changed"]
+    account = {"name": "research", "description": "Research Group", "organization": "GPUcluster.ops"}
+    first = run(slurm_account, {"accounts": [account]})
+    assert not first["failed"] and not run(slurm_account, {"accounts": [account]})["changed"]
+
+
 def test_qos_unmanaged_options_are_left_alone(fake):
     apply_seed(fake)
     result = run(slurm_qos, {"qos": [{"name": "research", "priority": 1000}]})
@@ -303,7 +314,7 @@ def test_account_option_changes(fake):
             "default_qos": "research"}
     result = run(slurm_account, {"accounts": [spec]})
     assert result["commands"] == ["sacctmgr -i modify account where name=research cluster=lab set "
-                                  "'Description=Research group' QOS=extra,research"]
+                                  "'Description=research group' QOS=extra,research"]
     assert not run(slurm_account, {"accounts": [spec]})["changed"]
 
 
@@ -360,7 +371,7 @@ def test_account_read_back_catches_a_coercion(fake):
     fake.coerce[("account", "research", "description")] = "something else"
     result = run(slurm_account, {"accounts": [{"name": "research", "description": "Research group"}]})
     assert result["failed"]
-    assert "account research: Slurm stored description='something else', wanted 'Research group'" in result["msg"]
+    assert "account research: Slurm stored description='something else', wanted 'research group'" in result["msg"]
 
 
 @pytest.mark.parametrize("args,message", [
