@@ -22,7 +22,9 @@ WORKLOAD = r"""
 set -u
 export LC_ALL=C
 out() { printf '%s' "$1" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
-job() { su "$1" -c "sbatch --parsable --chdir=/tmp -o /dev/null $2 --wrap='sleep 600'" 2>&1; }
+# With AccountingStorageEnforce=safe a running job's remaining time limit counts against the GPU-minute budget:
+# jobs without a limit would pend on QOSGrpGRESMinutes, so they ask for 10 minutes, like jobs on a real cluster.
+job() { su "$1" -c "sbatch --parsable --chdir=/tmp -o /dev/null --time=10 $2 --wrap='sleep 600'" 2>&1; }
 state() { squeue -h -j "$1" -o '%T %r' 2>/dev/null; }
 used() { scontrol -o show assoc_mgr flags=qos qos="$1" | sed -n 's/.*[[:space:]]GrpTRESMins=[^[:space:]]*gres\/gpu=[N0-9]*(\([0-9]*\)).*/\1/p'; }
 refused=$(job bob '--gres=gpu:9'); refused_rc=$?
