@@ -76,6 +76,13 @@ options:
     description: Kueue cohort all team ClusterQueues join.
     type: str
     default: gpucluster
+  accounting_tres:
+    description:
+      - Whether C(slurm_conf) carries C(AccountingStorageTRES). Set false when the slurm.conf writer computes that
+        key itself (the gpucluster.ops.slurm role does, from the GPU types of its node lines; give it C(tres) as
+        C(slurm_accounting_tres_extra) instead), so that C(slurm_conf_extra) does not replace it.
+    type: bool
+    default: true
   errors:
     description:
       - C(raise) fails with every problem listed; C(return) returns C({errors, ...}) instead, C(errors) being the
@@ -103,7 +110,8 @@ EXAMPLES = r"""
 
 - name: Hand the slurm.conf keys that quotas need to the slurm role
   ansible.builtin.set_fact:
-    slurm_conf_extra: "{{ (team_quota_teams | gpucluster.ops.team_quotas(['a100'])).slurm_conf }}"
+    slurm_conf_extra: "{{ (team_quota_teams | gpucluster.ops.team_quotas(['a100'], accounting_tres=false)).slurm_conf }}"
+    slurm_accounting_tres_extra: "{{ (team_quota_teams | gpucluster.ops.team_quotas(['a100'])).tres }}"
 
 - name: Show the QOS of each team
   ansible.builtin.debug:
@@ -126,6 +134,10 @@ _value:
     slurm:
       description: C(qos), C(accounts) and C(users) for the slurm_qos and slurm_account modules.
       type: dict
+    tres:
+      description: The TRES that the limits use (C(gres/gpu) and C(gres/gpu:<type>) of every cluster GPU type).
+      type: list
+      elements: str
     slurm_conf:
       description: slurm.conf keys and values the quotas need.
       type: dict
@@ -146,13 +158,14 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model i
 
 def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
                 variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
-                errors="raise"):
+                accounting_tres=True, errors="raise"):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):
         raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
     try:
         model = build(teams, priorities=priorities, default_priority=default_priority, gpu_types=gpu_types or [],
-                      qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort)
+                      qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort,
+                      accounting_tres=accounting_tres)
     except TeamQuotaError as exc:
         if errors == "return":
             return {"errors": exc.problems}

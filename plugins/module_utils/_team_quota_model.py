@@ -394,14 +394,18 @@ def _qos(team, cluster_types, reset):
     }
 
 
-def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var):
-    tres = ["gres/gpu"] + ["gres/gpu:%s" % gpu for gpu in cluster_types]
+def _tres(cluster_types):
+    return ["gres/gpu"] + ["gres/gpu:%s" % gpu for gpu in cluster_types]
+
+
+def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounting_tres=True):
     conf = {
-        "AccountingStorageTRES": ",".join(tres),
         "AccountingStorageEnforce": "associations,limits,qos,safe",
         "PriorityType": "priority/multifactor",
         "PriorityWeightQOS": qos_weight,
     }
+    if accounting_tres:
+        conf["AccountingStorageTRES"] = ",".join(_tres(cluster_types))
     if any(team["preempts"] for team in teams.values()):
         conf.update({"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": 1})
     if reset == "decay":
@@ -474,7 +478,8 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort):
 
 
 def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
-          variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster"):
+          variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
+          accounting_tres=True):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
 
     Raises ``TeamQuotaError`` listing every problem.
@@ -497,7 +502,7 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     _preemption(normal, variable, problems)
     users = _users(normal, variable, problems)
     cluster_types = _gpu_types(normal, gpu_types, problems, variable)
-    conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable)
+    conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres)
     if problems.items:
         raise TeamQuotaError(problems.items)
     ordered = [normal[name] for name in sorted(normal)]
@@ -517,6 +522,7 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
                        "associations": u["associations"]} for u in users],
         },
         "slurm_conf": conf,
+        "tres": _tres(cluster_types),
         "reset": reset_groups,
         "kubernetes": _kubernetes(normal, cluster_types, flavor_label, cohort),
     }

@@ -141,6 +141,9 @@ def test_seed_slurm_conf_and_reset():
         "PriorityType": "priority/multifactor", "PriorityWeightQOS": 10000,
         "PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": 1}
     assert result["reset"] == {"month": ["development", "research"]}
+    assert result["tres"] == ["gres/gpu", "gres/gpu:a100", "gres/gpu:h100"]
+    without = model.build(SEED, gpu_types=["a100"], accounting_tres=False)
+    assert "AccountingStorageTRES" not in without["slurm_conf"] and without["tres"] == ["gres/gpu", "gres/gpu:a100"]
 
 
 def test_both_directions_of_preemption_are_one_edge():
