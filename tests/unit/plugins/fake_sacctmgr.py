@@ -6,9 +6,9 @@
 It copies what real sacctmgr 22.05/24.11 did in the team-quota experiments (see ../shared/docs/slurm-facts.md):
 ``add`` of an existing QOS prints "Nothing new added." and exits 1, an identical ``modify`` exits 0, a non-numeric
 TRES count is stored as 0 with rc 0, unknown flags are dropped, a bare number as a time means minutes, deleting a
-user's default association empties its default account, deleting a user's last association deletes the user.
-descriptions and organizations are stored in lower case. ``coerce`` lets a test make it store something else than asked (a silent coercion), ``fail_on`` makes a command
-fail without changing anything.
+user's default association empties its default account, deleting a user's last association deletes the user,
+descriptions and organizations are stored in lower case. ``coerce`` lets a test make it store something else than
+asked (a silent coercion), ``fail_on`` makes a command fail without changing anything.
 """
 
 import re
