@@ -1,0 +1,182 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: team_quotas
+short_description: Validate the team quota model and render its Slurm, slurm.conf and Kubernetes forms
+version_added: 0.1.0
+author: gpucluster.ops developers (@gpucluster)
+description:
+  - Takes the inventory mapping of teams (C(team_quota_teams)) and checks all of it, listing every problem with the
+    variable path and the value (C(20000/montly), negative numbers, unknown priority names, unknown keys, a team
+    preempting itself, preemption in a circle, a user in two teams without a default, a GPU type the cluster does
+    not have).
+  - "Each team is a mapping with the keys C(description), C(gpu_hours) (C(<hours>/month), C(/week) or C(/day)),
+    C(max_concurrent) (GPUs at once), C(priority) (a level name such as C(high) or a number), C(can_preempt) and
+    C(preemptible_by) (team names), C(min_runtime_before_preemption) (C(30m), C(2h), C(00:30:00); a bare number is
+    refused because Slurm reads it as minutes), C(preempt_mode) (C(requeue) or C(cancel)), C(members) (user names,
+    or C({name, default}) for a user in several teams), C(gpu_types), C(partitions) and C(kubernetes_namespace)."
+  - "Returns a dictionary: C(teams) (normalised, sorted by name), C(users), C(slurm) (C(qos), C(accounts), C(users)
+    in the form the P(gpucluster.ops.slurm_qos#module) and P(gpucluster.ops.slurm_account#module) modules take),
+    C(slurm_conf) (the slurm.conf keys quotas need, for the slurm role's C(slurm_conf_extra)), C(reset) (QOS names
+    per budget period, for the reset timers) and C(kubernetes) (Namespace, ResourceQuota and Kueue ResourceFlavor,
+    ClusterQueue, LocalQueue and WorkloadPriorityClass objects)."
+  - A team's QOS gets C(GrpTRES=gres/gpu=<max_concurrent>), C(GrpTRESMins=gres/gpu=<hours x 60>), its priority,
+    C(Flags=DenyOnLimit,NoDecay), C(Preempt) (the teams it can preempt), and, when another team can preempt it,
+    C(PreemptMode) and C(PreemptExemptTime). Its account has that QOS as the only and default QOS.
+  - A GPU type restriction sets every other cluster GPU type's limit to 0 (C(gres/gpu:h100=0)); Slurm then refuses
+    jobs that ask for another type by name. Slurm does not apply typed limits to jobs that ask for C(gpu:N)
+    without a type, so put GPU types in partitions and use C(partitions) where the restriction must be airtight.
+positional: gpu_types
+options:
+  _input:
+    description: The teams, a mapping of team name to its quota.
+    type: dict
+    required: true
+  gpu_types:
+    description:
+      - The cluster's GPU types (C(a100), C(h100)); each becomes a typed TRES in C(AccountingStorageTRES).
+      - Needed when a team restricts GPU types.
+    type: list
+    elements: str
+    default: []
+  priorities:
+    description: Priority level names and their QOS priority numbers.
+    type: dict
+    default: {low: 100, medium: 500, high: 1000}
+  default_priority:
+    description: Priority of a team that does not set one.
+    type: raw
+    default: medium
+  qos_weight:
+    description: C(PriorityWeightQOS) in the returned slurm.conf keys.
+    type: int
+    default: 10000
+  reset:
+    description:
+      - How budgets start again each period. C(timer) (default) keeps usage with C(NoDecay) and returns the QOS per
+        period for reset timers (C(sacctmgr modify qos ... set RawUsage=0)).
+      - C(decay) leaves out C(NoDecay) and returns C(PriorityDecayHalfLife=0) and C(PriorityUsageResetPeriod);
+        this resets every association's usage cluster-wide (fairshare too) and needs one period for all teams.
+    type: str
+    choices: [timer, decay]
+    default: timer
+  variable:
+    description: The variable name that error messages use for the input.
+    type: str
+    default: team_quota_teams
+  flavor_label:
+    description: Node label that Kueue ResourceFlavors select a GPU type by.
+    type: str
+    default: gpucluster.ops/gpu-type
+  cohort:
+    description: Kueue cohort all team ClusterQueues join.
+    type: str
+    default: gpucluster
+  accounting_tres:
+    description:
+      - Whether C(slurm_conf) carries C(AccountingStorageTRES). Set false when the slurm.conf writer computes that
+        key itself (the gpucluster.ops.slurm role does, from the GPU types of its node lines; give it C(tres) as
+        C(slurm_accounting_tres_extra) instead), so that C(slurm_conf_extra) does not replace it.
+    type: bool
+    default: true
+  errors:
+    description:
+      - C(raise) fails with every problem listed; C(return) returns C({errors, ...}) instead, C(errors) being the
+        list of problems (empty when the model is good), so that a role can fail with its own message.
+    type: str
+    choices: [raise, return]
+    default: raise
+"""
+
+EXAMPLES = r"""
+# group_vars/all.yml
+# team_quota_teams:
+#   research:
+#     gpu_hours: 20000/month
+#     max_concurrent: 16
+#     priority: high
+#     can_preempt: [development]
+#     members: [alice, {name: carol, default: true}]
+#   development:
+#     gpu_hours: 5000/month
+#     max_concurrent: 8
+#     priority: medium
+#     min_runtime_before_preemption: 30m
+#     members: [bob, carol]
+
+- name: Hand the slurm.conf keys that quotas need to the slurm role
+  ansible.builtin.set_fact:
+    slurm_conf_extra: "{{ (team_quota_teams | gpucluster.ops.team_quotas(['a100'], accounting_tres=false)).slurm_conf }}"
+    slurm_accounting_tres_extra: "{{ (team_quota_teams | gpucluster.ops.team_quotas(['a100'])).tres }}"
+
+- name: Show the QOS of each team
+  ansible.builtin.debug:
+    msg: "{{ (team_quota_teams | gpucluster.ops.team_quotas).slurm.qos }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The normalised model and its rendered forms (with O(errors=return), also C(errors)).
+  type: dict
+  contains:
+    teams:
+      description: Normalised teams (C(gpu_minutes), C(priority) as a number, C(preempts), C(preempted_by), C(min_runtime_s), ...).
+      type: list
+      elements: dict
+    users:
+      description: Each member with C(default_account), C(accounts) and C(associations).
+      type: list
+      elements: dict
+    slurm:
+      description: C(qos), C(accounts) and C(users) for the slurm_qos and slurm_account modules.
+      type: dict
+    tres:
+      description: The TRES that the limits use (C(gres/gpu) and C(gres/gpu:<type>) of every cluster GPU type).
+      type: list
+      elements: str
+    slurm_conf:
+      description: slurm.conf keys and values the quotas need.
+      type: dict
+      sample: {AccountingStorageTRES: gres/gpu, AccountingStorageEnforce: "associations,limits,qos,safe"}
+    reset:
+      description: QOS names per budget period (C(month), C(week), C(day)) for the reset timers.
+      type: dict
+    kubernetes:
+      description: Kubernetes and Kueue objects, one mapping per object.
+      type: list
+      elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import TeamQuotaError, build
+
+
+def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
+                variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
+                accounting_tres=True, errors="raise"):
+    """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
+    if errors not in ("raise", "return"):
+        raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
+    try:
+        model = build(teams, priorities=priorities, default_priority=default_priority, gpu_types=gpu_types or [],
+                      qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort,
+                      accounting_tres=accounting_tres)
+    except TeamQuotaError as exc:
+        if errors == "return":
+            return {"errors": exc.problems}
+        raise AnsibleFilterError("team_quotas: %d problem(s): %s" % (len(exc.problems), "; ".join(exc.problems)))
+    if errors == "return":
+        model["errors"] = []
+    return model
+
+
+class FilterModule(object):
+    """gpucluster.ops team_quotas filter."""
+
+    def filters(self):
+        return {"team_quotas": team_quotas}

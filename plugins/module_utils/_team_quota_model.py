@@ -1,0 +1,528 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The team quota model: inventory ``team_quota_teams`` to Slurm QOS/accounts/users, slurm.conf keys and Kubernetes.
+
+Standard library only. ``build()`` validates the whole model, collects every problem (each names the variable path
+and the value) and raises one ``TeamQuotaError`` listing them all, so that an operator fixes a file in one pass. The
+filter ``gpucluster.ops.team_quotas`` wraps it. What Slurm did with these objects is recorded in the molecule scenario
+``team-quota`` and in ../shared/docs/slurm-facts.md (sacctmgr 22.05 and 24.11).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import difflib
+import re
+
+__metaclass__ = type
+
+PERIODS = ("month", "week", "day")
+# PriorityUsageResetPeriod values for the decay alternative, by period.
+RESET_PERIODS = {"month": "MONTHLY", "week": "WEEKLY", "day": "DAILY"}
+DEFAULT_PRIORITIES = {"low": 100, "medium": 500, "high": 1000}
+PREEMPT_MODES = ("requeue", "cancel")
+RESET_METHODS = ("timer", "decay")
+PRIORITY_MAX = 4294967294            # Slurm's QOS priority is a uint32; 0xffffffff means "unset"
+TEAM_KEYS = ("description", "gpu_hours", "max_concurrent", "priority", "preemptible_by", "can_preempt",
+             "min_runtime_before_preemption", "preempt_mode", "members", "gpu_types", "partitions",
+             "kubernetes_namespace")
+MEMBER_KEYS = ("name", "default")
+QOS_PREFIX = "gpucluster.ops: "       # QOS descriptions start with it: prune only ever removes QOS carrying it
+ORGANIZATION = "gpucluster.ops"        # accounts carry it as Organization: prune only ever removes those
+GPU_RESOURCE = "nvidia.com/gpu"
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+
+TEAM_RE = re.compile(r"^[a-z][a-z0-9_-]{0,29}$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+GPU_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
+PARTITION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DESCRIPTION_RE = re.compile(r"^[^|'\"\n\r\\]{0,200}$")
+_GPU_HOURS_RE = re.compile(r"^\s*(?P<sign>-)?\s*(?P<hours>[0-9][0-9_,]*(?:\.[0-9]+)?)\s*/\s*(?P<period>[A-Za-z]+)\s*$")
+_UNIT_RE = re.compile(r"^(?:(?P<d>[0-9]+)d)?(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m(?:in)?)?(?:(?P<s>[0-9]+)s)?$")
+_SLURM_TIME_RE = re.compile(r"^(?:(?P<days>[0-9]+)-)?(?P<a>[0-9]+)(?::(?P<b>[0-9]+))?(?::(?P<c>[0-9]+))?$")
+
+
+class TeamQuotaError(ValueError):
+    """The model is wrong; ``problems`` lists every problem found, each naming the variable and the value."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super(TeamQuotaError, self).__init__("; ".join(self.problems))
+
+
+def _suggest(word, choices):
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return " (did you mean '%s'?)" % close[0] if close else ""
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_count(value, where, allow_none=True):
+    """A non-negative integer (a decimal string is accepted: templated inventory values arrive as strings)."""
+    if value is None and allow_none:
+        return None
+    if _is_int(value):
+        number = value
+    elif isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value):
+        number = int(value)
+    else:
+        raise ValueError("%s is %r: use a whole number of GPUs (or leave it out for no limit)" % (where, value))
+    if number < 0:
+        raise ValueError("%s is %r: a limit cannot be negative" % (where, value))
+    return number
+
+
+def parse_gpu_hours(value, where):
+    """``'20000/month'`` -> (20000, 'month', 1200000 GPU-minutes); None -> (None, None, None) (no budget)."""
+    if value is None:
+        return None, None, None
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError("%s is %r: write GPU-hours per period as '<hours>/month', '<hours>/week' or '<hours>/day'"
+                         % (where, value))
+    match = _GPU_HOURS_RE.match(value)
+    if not match:
+        raise ValueError("%s is %r: write GPU-hours per period as '<hours>/month', '<hours>/week' or '<hours>/day'"
+                         % (where, value))
+    period = match.group("period").lower()
+    if period.endswith("s") and period[:-1] in PERIODS:
+        period = period[:-1]
+    if period not in PERIODS:
+        raise ValueError("%s is %r: unknown period '%s'%s; use month, week or day"
+                         % (where, value, match.group("period"), _suggest(period, PERIODS)))
+    if match.group("sign"):
+        raise ValueError("%s is %r: a GPU-hour budget cannot be negative" % (where, value))
+    hours_text = match.group("hours").replace("_", "").replace(",", "")
+    hours = float(hours_text) if "." in hours_text else int(hours_text)
+    minutes = hours * 60
+    if abs(minutes - round(minutes)) > 1e-9:
+        raise ValueError("%s is %r: Slurm counts GPU-minutes, and %s GPU-hours is not a whole number of them"
+                         % (where, value, hours_text))
+    if isinstance(hours, float) and hours.is_integer():
+        hours = int(hours)
+    return hours, period, int(round(minutes))
+
+
+def parse_duration(value, where):
+    """Seconds from a Slurm time (``30:00``, ``1:30:00``, ``2-00:00:00``) or units (``30m``, ``2h``, ``1h30m``, ``45s``).
+
+    A bare number is refused: Slurm reads it as minutes, which people often do not expect.
+    """
+    if value is None:
+        return 0
+    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
+        raise ValueError("%s is %r: a bare number is ambiguous (Slurm reads it as minutes); write '%sm', '%ss' or a "
+                         "Slurm time such as '00:30:00'" % (where, value, str(value).strip(), str(value).strip()))
+    if not isinstance(value, str):
+        raise ValueError("%s is %r: write a duration such as '30m', '2h' or '00:30:00'" % (where, value))
+    text = value.strip().lower().replace(" ", "")
+    if text.startswith("-"):
+        raise ValueError("%s is %r: a duration cannot be negative" % (where, value))
+    units = _UNIT_RE.match(text)
+    if units and any(units.groupdict().values()):
+        parts = dict((k, int(v or 0)) for k, v in units.groupdict().items())
+        return ((parts["d"] * 24 + parts["h"]) * 60 + parts["m"]) * 60 + parts["s"]
+    slurm = _SLURM_TIME_RE.match(text)
+    if slurm and (":" in text or "-" in text):
+        days = int(slurm.group("days") or 0)
+        a, b, c = slurm.group("a"), slurm.group("b"), slurm.group("c")
+        if slurm.group("days") is not None:      # days-hours[:minutes[:seconds]]
+            hours, minutes, seconds = int(a), int(b or 0), int(c or 0)
+        elif c is not None:                      # hours:minutes:seconds
+            hours, minutes, seconds = int(a), int(b), int(c)
+        else:                                    # minutes:seconds
+            hours, minutes, seconds = 0, int(a), int(b)
+        if (slurm.group("days") is not None or c is not None) and (minutes > 59 or seconds > 59):
+            raise ValueError("%s is %r: minutes and seconds run from 0 to 59" % (where, value))
+        return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    raise ValueError("%s is %r: write a duration such as '30m', '2h', '1h30m' or a Slurm time such as '00:30:00'"
+                     % (where, value))
+
+
+def format_slurm_time(seconds):
+    """Seconds as sacctmgr prints them: ``00:00:20``, ``01:30:00``, ``2-00:00:00``."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = "%02d:%02d:%02d" % (hours, minutes, secs)
+    return "%d-%s" % (days, text) if days else text
+
+
+def parse_priority(value, levels, where):
+    """A QOS priority: a level name (``high``) or a number from 0 to 4294967294."""
+    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
+        number = int(value)
+        if number < 0 or number > PRIORITY_MAX:
+            raise ValueError("%s is %r: a priority number runs from 0 to %d" % (where, value, PRIORITY_MAX))
+        return number, None
+    if isinstance(value, str) and value.strip().lower() in levels:
+        name = value.strip().lower()
+        return levels[name], name
+    raise ValueError("%s is %r: unknown priority%s; use one of %s or a number"
+                     % (where, value, _suggest(str(value).lower(), levels), ", ".join(sorted(levels))))
+
+
+def _names(value, where, pattern, what):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("%s is %r: expected a list of %s" % (where, value, what))
+    result = []
+    for item in value:
+        if not isinstance(item, str) or not pattern.match(item):
+            raise ValueError("%s has %r, which is not a valid %s" % (where, item, what))
+        if item in result:
+            raise ValueError("%s lists %r twice" % (where, item))
+        result.append(item)
+    return result
+
+
+def _levels(priorities):
+    levels = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
+    checked = {}
+    for name, number in levels.items():
+        if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_-]*$", name.lower()):
+            raise TeamQuotaError(["priority level name %r is not a lower-case word" % (name,)])
+        if not _is_int(number) or number < 0 or number > PRIORITY_MAX:
+            raise TeamQuotaError(["priority level %s is %r: use a number from 0 to %d" % (name, number, PRIORITY_MAX)])
+        checked[name.lower()] = number
+    return checked
+
+
+class _Problems(object):
+    def __init__(self):
+        self.items = []
+
+    def run(self, func, *args):
+        try:
+            return func(*args)
+        except ValueError as exc:
+            self.items.append(str(exc))
+            return None
+
+
+def _members(value, where):
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("%s is %r: expected a list of user names or {name, default} entries" % (where, value))
+    result, seen = [], set()
+    for index, item in enumerate(value):
+        here = "%s[%d]" % (where, index)
+        if isinstance(item, dict):
+            unknown = sorted(set(item) - set(MEMBER_KEYS))
+            if unknown:
+                raise ValueError("%s has unknown key(s) %s; a member is {name, default}" % (here, ", ".join(unknown)))
+            name, default = item.get("name"), item.get("default", False)
+            if not isinstance(default, bool):
+                raise ValueError("%s.default is %r: use true or false" % (here, default))
+        else:
+            name, default = item, False
+        if not isinstance(name, str) or not USER_RE.match(name):
+            raise ValueError("%s is %r, which is not a user name (lower case, up to 32 characters)" % (here, name))
+        if name in seen:
+            raise ValueError("%s lists user %s twice" % (where, name))
+        seen.add(name)
+        result.append({"name": name, "default": default})
+    return result
+
+
+def _team(name, spec, levels, default_priority, var, problems):
+    where = "%s.%s" % (var, name)
+    if not isinstance(name, str) or not TEAM_RE.match(name):
+        problems.items.append("%s: team name %r must be 1-30 lower-case letters, digits, '-' or '_', starting with a "
+                              "letter (it becomes a Slurm account and QOS name)" % (var, name))
+        return None
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        problems.items.append("%s is %r: a team is a mapping of %s" % (where, spec, ", ".join(TEAM_KEYS)))
+        return None
+    for key in sorted(set(spec) - set(TEAM_KEYS)):
+        problems.items.append("%s has unknown key '%s'%s" % (where, key, _suggest(key, TEAM_KEYS)))
+    team = {"name": name}
+    description = spec.get("description")
+    if description is None:
+        description = "team %s" % name
+    if not isinstance(description, str) or not DESCRIPTION_RE.match(description):
+        problems.items.append("%s.description is %r: up to 200 characters without quotes, '|', '\\' or line breaks "
+                              "(sacctmgr prints it in '|'-separated output)" % (where, description))
+    team["description"] = description
+    hours = problems.run(parse_gpu_hours, spec.get("gpu_hours"), where + ".gpu_hours") or (None, None, None)
+    team["gpu_hours"], team["period"], team["gpu_minutes"] = hours
+    team["max_concurrent"] = problems.run(parse_count, spec.get("max_concurrent"), where + ".max_concurrent")
+    priority = problems.run(parse_priority, spec.get("priority", default_priority), levels, where + ".priority")
+    team["priority"], team["priority_name"] = priority or (0, None)
+    team["preemptible_by"] = problems.run(_names, spec.get("preemptible_by"), where + ".preemptible_by", TEAM_RE,
+                                          "team name") or []
+    team["can_preempt"] = problems.run(_names, spec.get("can_preempt"), where + ".can_preempt", TEAM_RE,
+                                       "team name") or []
+    team["min_runtime_s"] = problems.run(parse_duration, spec.get("min_runtime_before_preemption"),
+                                         where + ".min_runtime_before_preemption") or 0
+    mode = spec.get("preempt_mode", "requeue")
+    if mode not in PREEMPT_MODES:
+        problems.items.append("%s.preempt_mode is %r: use %s" % (where, mode, " or ".join(PREEMPT_MODES)))
+    team["preempt_mode"] = mode
+    team["members"] = problems.run(_members, spec.get("members"), where + ".members") or []
+    team["gpu_types"] = problems.run(_names, spec.get("gpu_types"), where + ".gpu_types", GPU_TYPE_RE,
+                                     "GPU type (lower case, as in Gres=gpu:<type>:N)") or []
+    team["partitions"] = problems.run(_names, spec.get("partitions"), where + ".partitions", PARTITION_RE,
+                                      "partition name") or []
+    namespace = spec.get("kubernetes_namespace", "team-%s" % name.replace("_", "-"))
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        problems.items.append("%s.kubernetes_namespace is %r: a Kubernetes namespace name is up to 63 lower-case "
+                              "letters, digits and '-'" % (where, namespace))
+    team["kubernetes_namespace"] = namespace
+    return team
+
+
+def _preemption(teams, var, problems):
+    """Fill each team's ``preempts`` and ``preempted_by`` from both directions; refuse self-loops and cycles."""
+    edges = set()
+    for team in teams.values():
+        for other in team["can_preempt"]:
+            edges.add((team["name"], other, "%s.%s.can_preempt" % (var, team["name"])))
+        for other in team["preemptible_by"]:
+            edges.add((other, team["name"], "%s.%s.preemptible_by" % (var, team["name"])))
+    graph = dict((name, set()) for name in teams)
+    for high, low, where in sorted(edges):
+        if high == low:
+            problems.items.append("%s: team %s cannot preempt itself" % (where, high))
+        elif high not in teams or low not in teams:
+            unknown = high if high not in teams else low
+            problems.items.append("%s names team '%s', which is not in %s%s"
+                                  % (where, unknown, var, _suggest(unknown, teams)))
+        else:
+            graph[high].add(low)
+    for name in sorted(graph):
+        cycle = _find_cycle(graph, name)
+        if cycle:
+            problems.items.append("%s: preemption goes in a circle (%s): each of these teams could requeue the other's "
+                                  "jobs forever" % (var, " -> ".join(cycle)))
+            break
+    for name, team in teams.items():
+        team["preempts"] = sorted(graph[name])
+        team["preempted_by"] = sorted(h for h in graph if name in graph[h])
+        if team["min_runtime_s"] and not team["preempted_by"]:
+            problems.items.append("%s.%s.min_runtime_before_preemption is set, but no team can preempt %s (add it to "
+                                  "another team's can_preempt or to its own preemptible_by)" % (var, name, name))
+
+
+def _find_cycle(graph, start):
+    stack = [(start, [start])]
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return path + [start]
+            if nxt not in path:
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
+def _users(teams, var, problems):
+    memberships = {}
+    for team in sorted(teams.values(), key=lambda t: t["name"]):
+        for member in team["members"]:
+            memberships.setdefault(member["name"], []).append((team, member["default"]))
+    users = []
+    for user in sorted(memberships):
+        entries = memberships[user]
+        defaults = [team["name"] for team, default in entries if default]
+        if len(entries) > 1 and len(defaults) != 1:
+            names = ", ".join(team["name"] for team, _default in entries)
+            if defaults:
+                problems.items.append("%s: user %s is the default member of several teams (%s); mark exactly one "
+                                      "membership with default: true" % (var, user, ", ".join(defaults)))
+            else:
+                problems.items.append("%s: user %s is in teams %s without a default; mark one membership as "
+                                      "{name: %s, default: true}" % (var, user, names, user))
+            continue
+        default = defaults[0] if defaults else entries[0][0]["name"]
+        associations = []
+        for team, _default in entries:
+            for partition in team["partitions"] or [""]:
+                associations.append({"account": team["name"], "partition": partition})
+        users.append({"name": user, "default_account": default,
+                      "accounts": [team["name"] for team, _default in entries], "associations": associations})
+    return users
+
+
+def _gpu_types(teams, gpu_types, problems, var):
+    cluster = problems.run(_names, gpu_types, "the cluster's GPU types (gpu_types)", GPU_TYPE_RE, "GPU type") or []
+    restricted = [t for t in teams.values() if t["gpu_types"]]
+    if restricted and not cluster:
+        problems.items.append("%s.%s.gpu_types restricts GPU types, but the cluster's GPU types are not given "
+                              "(team_quota_gpu_types): the restriction works by setting every other type's limit to 0"
+                              % (var, restricted[0]["name"]))
+    for team in restricted:
+        for gpu in team["gpu_types"]:
+            if cluster and gpu not in cluster:
+                problems.items.append("%s.%s.gpu_types has '%s', which is not one of the cluster's GPU types (%s)%s"
+                                      % (var, team["name"], gpu, ", ".join(cluster), _suggest(gpu, cluster)))
+    return cluster
+
+
+def _qos(team, cluster_types, reset):
+    grp_tres = {}
+    if team["max_concurrent"] is not None:
+        grp_tres["gres/gpu"] = team["max_concurrent"]
+    if team["gpu_types"]:
+        for gpu in cluster_types:
+            if gpu not in team["gpu_types"]:
+                grp_tres["gres/gpu:%s" % gpu] = 0
+    grp_tres_mins = {}
+    if team["gpu_minutes"] is not None:
+        grp_tres_mins["gres/gpu"] = team["gpu_minutes"]
+    flags = ["DenyOnLimit"]
+    if reset == "timer" and team["gpu_minutes"] is not None:
+        flags.append("NoDecay")
+    return {
+        "name": team["name"],
+        "description": QOS_PREFIX + team["description"],
+        "priority": team["priority"],
+        "flags": flags,
+        "grp_tres": grp_tres,
+        "grp_tres_mins": grp_tres_mins,
+        "preempt": team["preempts"],
+        "preempt_mode": team["preempt_mode"] if team["preempted_by"] else "cluster",
+        "preempt_exempt_time": format_slurm_time(team["min_runtime_s"]),
+    }
+
+
+def _tres(cluster_types):
+    return ["gres/gpu"] + ["gres/gpu:%s" % gpu for gpu in cluster_types]
+
+
+def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounting_tres=True):
+    conf = {
+        "AccountingStorageEnforce": "associations,limits,qos,safe",
+        "PriorityType": "priority/multifactor",
+        "PriorityWeightQOS": qos_weight,
+    }
+    if accounting_tres:
+        conf["AccountingStorageTRES"] = ",".join(_tres(cluster_types))
+    if any(team["preempts"] for team in teams.values()):
+        conf.update({"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": 1})
+    if reset == "decay":
+        periods = sorted(set(t["period"] for t in teams.values() if t["period"]))
+        if len(periods) > 1:
+            problems.items.append("%s: the decay reset method resets every association on one cluster-wide period, but "
+                                  "the teams use several (%s); use the timer method" % (var, ", ".join(periods)))
+        elif periods:
+            conf.update({"PriorityDecayHalfLife": 0, "PriorityUsageResetPeriod": RESET_PERIODS[periods[0]]})
+    return conf
+
+
+def _kubernetes(teams, cluster_types, flavor_label, cohort):
+    labels = {"app.kubernetes.io/managed-by": "gpucluster.ops"}
+    objects = []
+    flavors = ["gpu-%s" % gpu for gpu in cluster_types] or ["gpu"]
+    for gpu in cluster_types or [None]:
+        flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+                  "metadata": {"name": "gpu-%s" % gpu if gpu else "gpu", "labels": dict(labels)}, "spec": {}}
+        if gpu:
+            flavor["spec"]["nodeLabels"] = {flavor_label: gpu}
+        objects.append(flavor)
+    for team in sorted(teams.values(), key=lambda t: t["name"]):
+        namespace = team["kubernetes_namespace"]
+        team_labels = dict(labels, **{"gpucluster.ops/team": team["name"]})
+        annotations = {"gpucluster.ops/priority": str(team["priority"])}
+        if team["gpu_hours"] is not None:
+            # Neither ResourceQuota nor Kueue meters GPU-hours: the budget is carried as information only.
+            annotations["gpucluster.ops/gpu-hours"] = "%s/%s" % (team["gpu_hours"], team["period"])
+        if team["min_runtime_s"]:
+            annotations["gpucluster.ops/min-runtime-before-preemption"] = format_slurm_time(team["min_runtime_s"])
+        objects.append({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": namespace, "labels": dict(team_labels)}})
+        if team["max_concurrent"] is not None:
+            objects.append({"apiVersion": "v1", "kind": "ResourceQuota",
+                            "metadata": {"name": "gpu-quota", "namespace": namespace, "labels": dict(team_labels),
+                                         "annotations": dict(annotations)},
+                            "spec": {"hard": {"requests." + GPU_RESOURCE: str(team["max_concurrent"])}}})
+        allowed = ["gpu-%s" % gpu for gpu in cluster_types if not team["gpu_types"] or gpu in team["gpu_types"]] \
+            if cluster_types else flavors
+        quota = team["max_concurrent"] if team["max_concurrent"] is not None else 1000000
+        can_preempt = bool(team["preempts"])
+        objects.append({
+            "apiVersion": KUEUE_API, "kind": "ClusterQueue",
+            "metadata": {"name": team["name"], "labels": dict(team_labels), "annotations": dict(annotations)},
+            "spec": {
+                "cohort": cohort,
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [{
+                    "coveredResources": [GPU_RESOURCE],
+                    "flavors": [{"name": flavor, "resources": [
+                        {"name": GPU_RESOURCE, "nominalQuota": quota, "borrowingLimit": 0}]} for flavor in allowed],
+                }],
+                "preemption": {
+                    "withinClusterQueue": "LowerPriority",
+                    "reclaimWithinCohort": "Any" if can_preempt else "Never",
+                    "borrowWithinCohort": {"policy": "LowerPriority" if can_preempt else "Never"},
+                },
+            },
+        })
+        objects.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                        "metadata": {"name": team["name"], "namespace": namespace, "labels": dict(team_labels)},
+                        "spec": {"clusterQueue": team["name"]}})
+        objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+                        "metadata": {"name": "team-%s" % team["name"].replace("_", "-"), "labels": dict(team_labels)},
+                        "value": team["priority"],
+                        "description": "Priority of team %s (Slurm QOS priority)" % team["name"]})
+    return objects
+
+
+def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
+          variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
+          accounting_tres=True):
+    """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
+
+    Raises ``TeamQuotaError`` listing every problem.
+    """
+    problems = _Problems()
+    if teams is None:
+        teams = {}
+    if not isinstance(teams, dict):
+        raise TeamQuotaError(["%s is %r: it is a mapping of team name to its quota" % (variable, teams)])
+    levels = _levels(priorities)
+    if reset not in RESET_METHODS:
+        problems.items.append("reset method is %r: use %s" % (reset, " or ".join(RESET_METHODS)))
+    if not _is_int(qos_weight) or qos_weight < 0:
+        problems.items.append("PriorityWeightQOS is %r: use a non-negative whole number" % (qos_weight,))
+    normal = {}
+    for name in sorted(teams, key=str):
+        team = _team(name, teams[name], levels, default_priority, variable, problems)
+        if team is not None:
+            normal[name] = team
+    _preemption(normal, variable, problems)
+    users = _users(normal, variable, problems)
+    cluster_types = _gpu_types(normal, gpu_types, problems, variable)
+    conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres)
+    if problems.items:
+        raise TeamQuotaError(problems.items)
+    ordered = [normal[name] for name in sorted(normal)]
+    reset_groups = {}
+    if reset == "timer":
+        for team in ordered:
+            if team["period"]:
+                reset_groups.setdefault(team["period"], []).append(team["name"])
+    return {
+        "teams": ordered,
+        "users": users,
+        "slurm": {
+            "qos": [_qos(team, cluster_types, reset) for team in ordered],
+            "accounts": [{"name": t["name"], "description": t["description"], "organization": ORGANIZATION,
+                          "parent": "root", "qos": [t["name"]], "default_qos": t["name"]} for t in ordered],
+            "users": [{"name": u["name"], "default_account": u["default_account"],
+                       "associations": u["associations"]} for u in users],
+        },
+        "slurm_conf": conf,
+        "tres": _tres(cluster_types),
+        "reset": reset_groups,
+        "kubernetes": _kubernetes(normal, cluster_types, flavor_label, cohort),
+    }
