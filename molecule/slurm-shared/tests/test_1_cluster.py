@@ -72,7 +72,7 @@ def test_partitions(scenario, ctl):
     lines = {re.search(r"PartitionName=(\S+)", line).group(1): line
              for line in ctl.check_output("scontrol show partition -o").splitlines()}
     dev, research = lines["dev"], lines["research"]
-    assert "Default=YES" in dev and "MaxTime=01:00:00" in dev and "DefTime=00:10:00" in dev
+    assert "Default=YES" in dev and "MaxTime=01:00:00" in dev and "DefaultTime=00:10:00" in dev
     assert "MaxTime=2-00:00:00" in research and "PriorityTier=10" in research
     assert "Nodes=%s" % scenario.only("gpu_h100") in research
 
@@ -129,7 +129,7 @@ def test_configuration_files(scenario, ctl):
         assert ctl.file("/etc/slurm/.staging/%s" % name).content_string == conf.content_string
     # homogeneous nodes share a NodeName line: the file grows with node types, not nodes
     node_lines = [line for line in live["slurm.conf"].content_string.splitlines() if line.startswith("NodeName=")]
-    assert len(node_lines) == len({tuple(sorted(scenario.node_vars(h).items(), key=str)) for h in _compute(scenario)})
+    assert len(node_lines) == len({json.dumps(scenario.node_vars(h), sort_keys=True) for h in _compute(scenario)})
     assert "ProctrackType=proctrack/linuxproc" in live["slurm.conf"].content_string  # the scenario's override
     for host in _compute(scenario):
         node = scenario.host(host)
