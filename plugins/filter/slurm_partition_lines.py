@@ -60,12 +60,13 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, partition_lines
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 
 
 def slurm_partition_lines(partitions, groups, hostvars=None):
     """Return the PartitionName lines of ``partitions``."""
     try:
-        return partition_lines(partitions, groups, hostvars)
+        return partition_lines(partitions, groups, fast_hostvars(hostvars) if hostvars is not None else None)
     except SlurmRenderError as exc:
         raise AnsibleFilterError("slurm_partition_lines: %s" % exc)
 

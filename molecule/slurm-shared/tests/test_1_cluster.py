@@ -1,0 +1,173 @@
+"""The converged cluster, seen from the controller as a user sees it: nodes, GRES, partitions, topology, jobs,
+accounting; and the files and daemons behind it."""
+
+import json
+import re
+
+from conftest import node_records
+
+
+def _compute(scenario):
+    return scenario.groups["slurm_compute"]
+
+
+def _sinfo_nodes(ctl):
+    """sinfo --json as {node: {gres, cpus, real_memory, features, partitions}} for Slurm 22.05 and 24.11."""
+    data = json.loads(ctl.check_output("sinfo --json"))
+    nodes = {}
+    if "nodes" in data:  # 22.05: one record per node
+        for node in data["nodes"]:
+            nodes[node["name"]] = {"gres": node["gres"], "cpus": node["cpus"], "real_memory": node["real_memory"],
+                                   "features": node["features"], "partitions": sorted(node["partitions"])}
+        return nodes
+    for entry in data["sinfo"]:  # 24.11: one record per (partition, node state and configuration)
+        for name in entry["nodes"]["nodes"]:
+            node = nodes.setdefault(name, {"gres": entry["gres"]["total"], "cpus": entry["cpus"]["maximum"],
+                                           "real_memory": entry["memory"]["maximum"],
+                                           "features": entry["features"]["total"], "partitions": []})
+            node["partitions"] = sorted(node["partitions"] + [entry["partition"]["name"]])
+    return nodes
+
+
+def _expected_partitions(scenario, host):
+    parts = []
+    for part in scenario.group_vars["all"]["slurm_partitions"]:
+        if any(host in scenario.groups.get(g, []) for g in part["groups"]):
+            parts.append(part["name"])
+    return sorted(parts)
+
+
+def test_sinfo_json_matches_inventory(scenario, ctl):
+    nodes = _sinfo_nodes(ctl)
+    assert sorted(nodes) == _compute(scenario)
+    for host in _compute(scenario):
+        declared = scenario.node_vars(host)
+        gres = declared["slurm_node_gres"][0]
+        assert nodes[host]["gres"] == "gpu:%s:%d" % (gres["type"], gres["count"]), nodes[host]
+        assert nodes[host]["cpus"] == declared["slurm_node_cpus"]
+        assert nodes[host]["real_memory"] == declared["slurm_node_real_memory"]
+        assert nodes[host]["features"] == ",".join(declared["slurm_node_features"])
+        assert nodes[host]["partitions"] == _expected_partitions(scenario, host)
+
+
+def test_scontrol_nodes_match_inventory_and_are_idle(scenario, ctl):
+    records = node_records(ctl, _compute(scenario))
+    for host in _compute(scenario):
+        declared, node = scenario.node_vars(host), records[host]
+        gres = declared["slurm_node_gres"][0]
+        assert node["State"] == "IDLE", node
+        assert node["Gres"] == "gpu:%s:%d" % (gres["type"], gres["count"])
+        assert int(node["CPUTot"]) == declared["slurm_node_cpus"]
+        assert int(node["Sockets"]) == declared["slurm_node_sockets"]
+        assert int(node["CoresPerSocket"]) == declared["slurm_node_cores_per_socket"]
+        assert int(node["RealMemory"]) == declared["slurm_node_real_memory"]
+        assert node["AvailableFeatures"] == ",".join(declared["slurm_node_features"])
+        assert int(node["Weight"]) == declared.get("slurm_node_weight", 1)
+        assert sorted(node["Partitions"].split(",")) == _expected_partitions(scenario, host)
+        # the typed GPU TRES is configured per node (needed for typed GPU quotas)
+        assert "gres/gpu:%s=%d" % (gres["type"], gres["count"]) in node["CfgTRES"]
+
+
+def test_partitions(scenario, ctl):
+    lines = {re.search(r"PartitionName=(\S+)", line).group(1): line
+             for line in ctl.check_output("scontrol show partition -o").splitlines()}
+    dev, research = lines["dev"], lines["research"]
+    assert "Default=YES" in dev and "MaxTime=01:00:00" in dev and "DefaultTime=00:10:00" in dev
+    assert "MaxTime=2-00:00:00" in research and "PriorityTier=10" in research
+    assert "Nodes=%s" % scenario.only("gpu_h100") in research
+
+
+def test_topology_matches_fabric(scenario, ctl):
+    switches = {}
+    for line in ctl.check_output("scontrol show topology").splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S+)", line))
+        switches[fields["SwitchName"]] = fields
+    compute = set(_compute(scenario))
+    for leaf in ("leaf1", "leaf2"):
+        wanted = sorted(set(scenario.groups.get("ib_" + leaf, [])) & compute)
+        names = ctl.check_output("scontrol show hostnames %s" % switches[leaf]["Nodes"]).split()
+        assert sorted(names) == wanted and switches[leaf]["Level"] == "0"
+    assert switches["spine1"]["Level"] == "1" and switches["spine1"]["Switches"] == "leaf[1-2]"
+
+
+def test_gpu_job_sees_two_gpus(scenario, ctl):
+    for host in _compute(scenario):
+        out = ctl.check_output("srun --nodelist=%s --gres=gpu:2 --time=1 env" % host)
+        visible = re.search(r"^CUDA_VISIBLE_DEVICES=(.*)$", out, re.M).group(1)
+        assert len(visible.split(",")) == 2, out
+
+
+def test_job_asking_for_more_gpus_than_a_node_has_is_refused(scenario, ctl):
+    most = max(scenario.node_vars(h)["slurm_node_gres"][0]["count"] for h in _compute(scenario))
+    result = ctl.run("srun --gres=gpu:%d --time=1 true" % (most + 1))
+    assert result.rc != 0
+    assert "Requested node configuration is not available" in result.stderr
+
+
+def test_accounting_tracks_gpus_and_the_cluster(scenario, ctl):
+    tres = ctl.check_output("scontrol show config | sed -n 's/^AccountingStorageTRES *= *//p'").split(",")
+    types = {scenario.node_vars(h)["slurm_node_gres"][0]["type"] for h in _compute(scenario)}
+    assert "gres/gpu" in tres and {"gres/gpu:%s" % t for t in types} <= set(tres)
+    clusters = ctl.check_output("sacctmgr --noheader --parsable2 show cluster format=cluster").split()
+    assert scenario.cluster_name in clusters
+
+
+def test_health_check_program_is_run_by_slurmd(scenario, ctl):
+    config = ctl.check_output("scontrol show config")
+    assert re.search(r"^HealthCheckProgram\s*=\s*/usr/local/sbin/scenario-health-check$", config, re.M)
+    for host in _compute(scenario):
+        log = scenario.host(host).file("/var/log/scenario-health-check.log")
+        assert log.exists and log.content_string.strip(), host
+
+
+def test_configuration_files(scenario, ctl):
+    live = {name: ctl.file("/etc/slurm/%s" % name) for name in ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")}
+    for name, conf in live.items():
+        assert conf.mode == 0o644 and conf.user == "root", name
+        assert conf.content_string.startswith("#\n# Ansible managed"), name
+        # what was checked is what is live
+        assert ctl.file("/etc/slurm/.staging/%s" % name).content_string == conf.content_string
+    # homogeneous nodes share a NodeName line: the file grows with node types, not nodes
+    node_lines = [line for line in live["slurm.conf"].content_string.splitlines() if line.startswith("NodeName=")]
+    assert len(node_lines) == len({json.dumps(scenario.node_vars(h), sort_keys=True) for h in _compute(scenario)})
+    assert "ProctrackType=proctrack/linuxproc" in live["slurm.conf"].content_string  # the scenario's override
+    for host in _compute(scenario):
+        node = scenario.host(host)
+        local = node.file("/etc/slurm/slurm.conf")
+        if scenario.configless:
+            assert not local.exists
+            assert "--conf-server %s:6817" % scenario.controller in node.file("/etc/default/slurmd").content_string
+            assert "enable_configless" in live["slurm.conf"].content_string
+        else:
+            assert local.content_string == live["slurm.conf"].content_string
+            assert node.file("/etc/slurm/gres.conf").content_string == live["gres.conf"].content_string
+
+
+def test_slurmdbd_conf_and_munge_key(scenario):
+    conf = scenario.host(scenario.database).file("/etc/slurm/slurmdbd.conf")
+    assert conf.mode == 0o600 and conf.user == "slurm" and conf.group == "slurm"
+    sums = set()
+    for name in scenario.groups["slurm_controller"] + scenario.groups["slurm_database"] + _compute(scenario):
+        key = scenario.host(name).file("/etc/munge/munge.key")
+        assert key.mode == 0o400 and key.user == "munge" and key.group == "munge", name
+        sums.add(key.sha256sum)
+    assert len(sums) == 1
+
+
+def _limit(limits, name):
+    return re.search(r"^%s\s+(\S+)\s+(\S+)" % re.escape(name), limits, re.M).groups()
+
+
+def test_slurmd_limits_for_jobs(scenario):
+    """systemd runs slurmd with the role's limits; a container caps them at its own hard limits (the role says so)."""
+    for host in _compute(scenario):
+        node = scenario.host(host)
+        assert node.check_output("systemctl show -p LimitMEMLOCK --value slurmd") == "infinity"
+        assert node.check_output("systemctl show -p LimitNOFILE --value slurmd") == "131072"
+        pid = node.check_output("systemctl show -p MainPID --value slurmd")
+        limits = node.file("/proc/%s/limits" % pid).content_string
+        ceiling = node.file("/proc/1/limits").content_string
+        for name in ("Max locked memory", "Max open files", "Max stack size"):
+            soft, _hard = _limit(limits, name)
+            assert soft == "unlimited" or soft == _limit(ceiling, name)[1] or int(soft) >= 131072, (host, name, soft)
+        assert _limit(limits, "Max stack size")[0] == "unlimited"

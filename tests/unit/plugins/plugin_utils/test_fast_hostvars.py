@@ -1,0 +1,116 @@
+"""fast_hostvars: the same values as Ansible's hostvars, from every layer of a host's variables, much faster."""
+
+import pytest
+from ansible import constants as C
+from ansible import context
+from ansible.inventory.manager import InventoryManager
+from ansible.module_utils.common.collections import ImmutableDict
+from ansible.parsing.dataloader import DataLoader
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.gpucluster.ops.plugins.plugin_utils import _fast_hostvars
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import FastHostVars, fast_hostvars
+
+INVENTORY = """
+all:
+  vars:
+    site: lab
+    slurm_node_features: [from-all]
+  children:
+    slurm_compute:
+      vars:
+        slurm_node_cpus: 64
+        slurm_node_gres: [{name: gpu, type: a100, count: 8}]
+      children:
+        big:
+          vars:
+            slurm_node_cpus: 128
+            derived: "{{ slurm_node_cpus * 2 }}"
+          hosts:
+            gpu01:
+            gpu02: {slurm_node_cpus: 96}
+        small:
+          hosts:
+            gpu03:
+            gpu04:
+    login:
+      hosts:
+        login01:
+"""
+
+
+@pytest.fixture()
+def hostvars(tmp_path):
+    context.CLIARGS = ImmutableDict(verbosity=0)
+    (tmp_path / "hosts.yml").write_text(INVENTORY)
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "small.yml").write_text("slurm_node_real_memory: 2048\nslurm_node_features: [small]\n")
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_node_weight: 1\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu04.yml").write_text("slurm_node_real_memory: 4096\nslurm_node_name: gpu-four\n")
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(tmp_path / "hosts.yml")])
+    manager = VariableManager(loader=loader, inventory=inventory)
+    return HostVars(inventory=inventory, variable_manager=manager, loader=loader)
+
+
+def _magic(hv, host):
+    manager = hv._variable_manager  # pylint: disable=protected-access
+    return set(manager._get_magic_variables(play=None, host=hv._inventory.get_host(host), task=None,  # pylint: disable=protected-access
+                                             include_hostvars=False))
+
+
+def _same(hv, fast):
+    for host in ["gpu01", "gpu02", "gpu03", "gpu04", "login01"]:
+        slow = hv[host]
+        keys = set(slow) - _magic(hv, host)
+        assert keys <= set(fast[host]._vars), host  # pylint: disable=protected-access
+        for key in keys:
+            assert fast[host].get(key) == slow[key], (host, key)
+        assert fast[host].get("no_such_variable", "dflt") == "dflt"
+
+
+def test_every_layer_matches_hostvars(hostvars):
+    manager = hostvars._variable_manager  # pylint: disable=protected-access
+    manager.set_host_facts("gpu01", {"processor_vcpus": 128, "memtotal_mb": 1031800})
+    manager.set_host_variable("gpu02", "slurm_node_real_memory", 999)          # include_vars
+    manager.set_nonpersistent_facts("gpu03", {"slurm_node_cpus": 16})         # set_fact
+    manager._extra_vars = {"slurm_node_weight": 7}  # pylint: disable=protected-access
+    _same(hostvars, fast_hostvars(hostvars))
+    fast = fast_hostvars(hostvars)
+    assert fast["gpu01"].get("ansible_facts")["processor_vcpus"] == 128
+    assert fast["gpu02"]["slurm_node_cpus"] == 96 and fast["gpu02"]["slurm_node_real_memory"] == 999
+    assert fast["gpu03"]["slurm_node_cpus"] == 16 and fast["gpu03"]["slurm_node_features"] == ["small"]
+    assert fast["gpu04"]["slurm_node_name"] == "gpu-four" and fast["gpu04"]["slurm_node_weight"] == 7
+
+
+def test_templated_values_come_from_hostvars(hostvars):
+    fast = fast_hostvars(hostvars)
+    assert isinstance(fast, FastHostVars)
+    assert fast["gpu01"].get("derived") == 256
+    assert fast["gpu02"].get("derived") == 192
+
+
+def test_not_ansible_hostvars_is_returned_as_is():
+    plain = {"gpu01": {"slurm_node_cpus": 4}}
+    assert fast_hostvars(plain) is plain
+
+
+def test_merge_hash_behaviour_uses_hostvars(hostvars, monkeypatch):
+    monkeypatch.setattr(C, "DEFAULT_HASH_BEHAVIOUR", "merge")
+    assert fast_hostvars(hostvars) is hostvars
+
+
+def test_unknown_host_falls_back(hostvars):
+    fast = fast_hostvars(hostvars)
+    with pytest.raises(Exception):
+        fast["nonexistent"]["x"]  # pylint: disable=expression-not-assigned
+
+
+def test_kept_only_within_a_worker_process(hostvars, monkeypatch):
+    assert fast_hostvars(hostvars) is not fast_hostvars(hostvars)  # the main process never keeps one
+    monkeypatch.setattr(_fast_hostvars.multiprocessing, "parent_process", lambda: object())
+    monkeypatch.setattr(_fast_hostvars, "_WORKER_VIEW", {})
+    first = fast_hostvars(hostvars)
+    assert fast_hostvars(hostvars) is first

@@ -1,0 +1,155 @@
+"""The slurm role's render step (tasks_from: render) through the real ansible-playbook on localhost as the
+controller: what it writes for an inventory, and how it stops on bad inventory, naming the host and the variable.
+
+The files must pass the collection's config checker, and Slurm's own parser where scontrol is installed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import check_config_dir
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PLAY = """- name: Render
+  hosts: slurm_controller
+  gather_facts: false
+  tasks:
+    - name: Run the role's render step
+      ansible.builtin.include_role:
+        name: gpucluster.ops.slurm
+        tasks_from: render
+    - name: Show the files
+      ansible.builtin.debug:
+        var: __slurm_files
+"""
+A100 = {"slurm_node_cpus": 64, "slurm_node_sockets": 2, "slurm_node_cores_per_socket": 32,
+        "slurm_node_threads_per_core": 1, "slurm_node_real_memory": 500000,
+        "slurm_node_gres": [{"name": "gpu", "type": "a100", "count": 8}], "slurm_node_features": ["a100"]}
+H100 = dict(A100, slurm_node_gres=[{"name": "gpu", "type": "h100", "count": 4}], slurm_node_features=["h100"])
+GOOD = {
+    "slurm_cluster_name": "unit",
+    "slurm_partitions": [{"name": "dev", "groups": ["slurm_compute"], "default": True, "max_time": "1:00:00"},
+                         {"name": "research", "groups": ["h100"], "exclusive_nodes": True}],
+    "slurm_fabric": {"leaves": [{"name": "leaf1", "nodes": "gpu[01-04]"}, {"name": "leaf2", "nodes": "gpu[05-06]"}],
+                     "spines": [{"name": "spine1", "switches": "leaf[1-2]"}]},
+    "slurm_config_overrides": {"ProctrackType": "proctrack/linuxproc", "SlurmctldTimeout": None},
+    "slurm_conf_extra": {"ProctrackType": "proctrack/pgid", "PriorityType": "priority/multifactor",
+                         "AccountingStorageEnforce": ["associations", "limits", "qos"]},
+}
+
+
+def _inventory(host_overrides=None):
+    hosts_a = {"gpu%02d" % i: None for i in range(1, 5)}
+    hosts_h = {"gpu%02d" % i: None for i in range(5, 7)}
+    for host, values in (host_overrides or {}).items():
+        (hosts_a if host in hosts_a else hosts_h)[host] = values
+    return {"all": {"children": {
+        "slurm_controller": {"hosts": {"localhost": {"ansible_connection": "local",
+                                                     "ansible_python_interpreter": sys.executable}}},
+        "slurm_database": {"hosts": {"db01": None}},
+        "slurm_compute": {"children": {"a100": {"hosts": hosts_a, "vars": A100},
+                                       "h100": {"hosts": hosts_h, "vars": H100}}}}}}
+
+
+def _render(tmp_path, extra_vars, host_overrides=None):
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(_inventory(host_overrides)))
+    (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "vars.json").write_text(json.dumps(extra_vars))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_INJECT_FACT_VARS="False",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
+                           "-e", "@%s" % (tmp_path / "vars.json")], capture_output=True, text=True, env=env, check=False)
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    tasks = result["plays"][0]["tasks"]
+    return proc.returncode, tasks
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    rc, tasks = _render(tmp_path_factory.mktemp("good"), GOOD)
+    assert rc == 0, json.dumps(tasks, indent=1)[-3000:]
+    return tasks[-1]["hosts"]["localhost"]["__slurm_files"]
+
+
+def _keys(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "NodeName", "PartitionName")))
+
+
+def test_files_and_managed_headers(rendered):
+    assert sorted(rendered) == ["cgroup.conf", "gres.conf", "slurm.conf", "topology.conf"]
+    for content in rendered.values():
+        assert content.startswith("#\n# Ansible managed") and content.endswith("\n")
+
+
+def test_slurm_conf_keys_merge_order(rendered):
+    keys = _keys(rendered["slurm.conf"])
+    assert keys["ClusterName"] == "unit" and keys["SlurmctldHost"] == "localhost"
+    assert keys["ProctrackType"] == "proctrack/pgid"          # slurm_conf_extra is merged last
+    assert "SlurmctldTimeout" not in keys                      # null removes a key
+    assert keys["AccountingStorageEnforce"] == "associations,limits,qos"  # lists are joined
+    assert keys["PriorityType"] == "priority/multifactor"
+    assert keys["AccountingStorageType"] == "accounting_storage/slurmdbd" and keys["AccountingStorageHost"] == "db01"
+    assert keys["AccountingStorageTRES"] == "gres/gpu,gres/gpu:a100,gres/gpu:h100"
+    assert keys["GresTypes"] == "gpu" and keys["TopologyPlugin"] == "topology/tree"
+    assert keys["HealthCheckProgram"] == "/usr/local/sbin/gpucluster-health-slurm"
+    assert keys["TaskPlugin"] == "task/cgroup,task/affinity"   # real clusters: cgroup plugins by default
+    assert "SlurmctldParameters" not in keys                   # not configless
+
+
+def test_nodes_partitions_gres_topology(rendered):
+    conf = rendered["slurm.conf"].splitlines()
+    assert [l for l in conf if l.startswith("NodeName=")] == [
+        "NodeName=gpu[01-04] CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:a100:8 Features=a100",
+        "NodeName=gpu[05-06] CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:h100:4 Features=h100"]
+    assert [l for l in conf if l.startswith("PartitionName=")] == [
+        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00", "PartitionName=research Nodes=gpu[05-06]"]
+    assert [l for l in rendered["gres.conf"].splitlines() if not l.startswith("#")] == [
+        "NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]", "NodeName=gpu[05-06] Name=gpu Type=h100 File=/dev/nvidia[0-3]"]
+    assert [l for l in rendered["topology.conf"].splitlines() if not l.startswith("#")] == [
+        "SwitchName=leaf1 Nodes=gpu[01-04]", "SwitchName=leaf2 Nodes=gpu[05-06]", "SwitchName=spine1 Switches=leaf[1-2]"]
+    assert "ConstrainDevices=yes" in rendered["cgroup.conf"]
+
+
+def test_rendered_files_pass_the_checker_and_scontrol(rendered, tmp_path):
+    for name, content in rendered.items():
+        (tmp_path / name).write_text(content)
+    assert [p for p in check_config_dir(str(tmp_path), None, ["gres/gpu"]) if p["severity"] == "error"] == []
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        pytest.skip("no scontrol here")
+    proc = subprocess.run([scontrol, "show", "hostnames", "x"], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, SLURM_CONF=str(tmp_path / "slurm.conf")))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+BAD = [
+    ("exclusive-partitions", {"slurm_partitions": [{"name": "a", "groups": ["slurm_compute"], "exclusive_nodes": True},
+                                                   {"name": "b", "groups": ["h100"], "exclusive_nodes": True}]}, None,
+     ["slurm_partitions", "gpu05", "exclusive_nodes"]),
+    ("gres-count", {}, {"gpu02": {"slurm_node_gres": [{"name": "gpu", "type": "a100", "count": "eight"}]}},
+     ["host gpu02", "slurm_node_gres[0].count", "eight"]),
+    ("undefined-group", {"slurm_partitions": [{"name": "dev", "groups": ["nope"]}]}, None,
+     ["slurm_partitions", "'nope' is not defined", "host localhost"]),
+    ("outside-run-without-data", {}, {"gpu03": {"slurm_node_real_memory": None}},
+     ["host gpu03", "slurm_node_real_memory", "cached facts"]),
+]
+
+
+@pytest.mark.parametrize("name,extra,hosts,expect", BAD, ids=[b[0] for b in BAD])
+def test_bad_inventory_stops_the_render_naming_host_and_variable(tmp_path, name, extra, hosts, expect):
+    rc, tasks = _render(tmp_path, dict(GOOD, **extra), hosts)
+    assert rc == 2, name
+    failed = [t for t in tasks if t["hosts"].get("localhost", {}).get("failed") and not t["hosts"]["localhost"].get("rescued")]
+    assert failed[-1]["task"]["name"].endswith("Stop, naming the host, the variable and the value that cannot be rendered")
+    message = failed[-1]["hosts"]["localhost"]["msg"]
+    for text in expect:
+        assert text in message, (name, text, message)
+    assert message.endswith("Nothing was changed.")
