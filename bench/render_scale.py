@@ -203,8 +203,8 @@ def _measured(argv, env):
                             stdout=subprocess.PIPE, check=True)
     result = json.loads(helper.stdout)
     if result["rc"] != 0:
-        raise RuntimeError("%s failed (rc %d):\n%s%s" % (" ".join(argv), result["rc"], result["stdout"][-4000:],
-                                                          result["stderr"]))
+        details = (" ".join(argv), result["rc"], result["stdout"][-4000:], result["stderr"])
+        raise RuntimeError("%s failed (rc %d):\n%s%s" % details)
     return result
 
 
@@ -258,8 +258,8 @@ def _rendered_files(stdout):
 def print_table_b(title, rows):
     """Print part b's rows: the render run, Ansible alone on the same inventory, and the lines of each file."""
     print(title)
-    print("%8s %10s %10s %12s %12s %11s %10s %14s" % ("nodes", "wall s", "peak MiB", "ansible s", "ansible MiB",
-                                                    "slurm.conf", "gres.conf", "topology.conf"))
+    header = ("nodes", "wall s", "peak MiB", "ansible s", "ansible MiB", "slurm.conf", "gres.conf", "topology.conf")
+    print("%8s %10s %10s %12s %12s %11s %10s %14s" % header)
     for row in rows:
         print("%8d %10.2f %10.1f %12.2f %12.1f %11d %10d %14d" % (
             row["nodes"], row["seconds"], row["peak_mib"], row["base_seconds"], row["base_peak_mib"],

@@ -12,7 +12,8 @@ author: gpucluster.ops developers (@gpucluster)
 description:
   - Expands C(gpu[001-004,010]) into C(gpu001), C(gpu002), C(gpu003), C(gpu004), C(gpu010), in the order
     C(scontrol show hostnames) prints them, duplicates kept.
-  - Follows Slurm's rules where python-hostlist and ClusterShell differ. Zero padding of the low bound is kept
+  - Built on the python-hostlist library (C(pip install python-hostlist) on the Ansible controller; it is in the
+    collection's requirements.txt), with Slurm's own rules checked first where python-hostlist is more lenient. Zero padding of the low bound is kept
     (C(gpu[001-010])); several bracket groups expand outer first (C(rack[1-2]-gpu[01-02])).
   - Fails, naming the offending text, on what Slurm rejects or misreads. Errors include text after the last
     bracket range (C(unit[0-1]rack)), an unclosed bracket (C(gpu[01-), which Slurm silently turns into a node
@@ -46,17 +47,37 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import HostlistError, expand
+from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import check
+
+try:
+    import hostlist as python_hostlist
+except ImportError:
+    python_hostlist = None
+
+
+def expand_with_slurm_rules(expr, caller="hostlist_expand"):
+    """Expand ``expr`` with python-hostlist after checking Slurm's own rules (which are stricter)."""
+    if not isinstance(expr, str):
+        raise AnsibleFilterError("%s: a hostlist must be a string, got %r" % (caller, expr))
+    reason = check(expr)
+    if reason is not None:
+        raise AnsibleFilterError("%s: %s" % (caller, reason))
+    if python_hostlist is None:
+        raise AnsibleFilterError("%s: needs the python-hostlist library on the Ansible controller "
+                                 "(pip install python-hostlist)" % caller)
+    if expr == "":
+        return []
+    try:
+        return python_hostlist.expand_hostlist(expr, allow_duplicates=True)
+    except python_hostlist.BadHostlist as exc:
+        raise AnsibleFilterError("%s: python-hostlist cannot read %r: %s" % (caller, expr, exc))
 
 
 def hostlist_expand(expr):
     """Return the node names of a Slurm hostlist expression (or of a list of them)."""
     if isinstance(expr, (list, tuple)):
         expr = ",".join(str(item) for item in expr)
-    try:
-        return expand(expr)
-    except HostlistError as exc:
-        raise AnsibleFilterError("hostlist_expand: %s" % exc)
+    return expand_with_slurm_rules(expr)
 
 
 class FilterModule(object):

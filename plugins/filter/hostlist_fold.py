@@ -11,6 +11,8 @@ version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
   - Folds C(gpu001), C(gpu002), C(gpu010) into C(gpu[001-002,010]), exactly as Slurm prints it.
+  - A string input is read by python-hostlist, as P(gpucluster.ops.hostlist_expand#filter) reads it; the folding itself
+    follows Slurm's algorithm (its range order and zero-padding rules), which python-hostlist's does not.
   - With O(sort=true) (the default) the names are sorted and made unique like C(scontrol show hostlistsorted).
     Prefixes sort in natural order, names without a number come first, then the width of the number, then its value.
     Only the trailing number of a name is folded (C(rack1-gpu[01-02],rack2-gpu01)), and zero padding is never mixed
@@ -48,7 +50,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import HostlistError, expand, fold
+from ansible_collections.gpucluster.ops.plugins.filter.hostlist_expand import expand_with_slurm_rules
+from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import HostlistError, fold
 
 
 def hostlist_fold(names, sort=True):
@@ -57,7 +60,7 @@ def hostlist_fold(names, sort=True):
         raise AnsibleFilterError("hostlist_fold: sort is %r, not true or false" % (sort,))
     try:
         if isinstance(names, str):
-            names = expand(names)
+            names = expand_with_slurm_rules(names, caller="hostlist_fold")
         if not hasattr(names, "__iter__"):
             raise AnsibleFilterError("hostlist_fold: expected a list of node names, got %r" % (names,))
         return fold([str(name) for name in names], sort=sort)

@@ -123,7 +123,7 @@ class FastHostVars(object):
         if part is None:
             all_group = self._inventory.groups.get("all")
             sources = {
-                "all_inventory": lambda: all_group.get_vars(),
+                "all_inventory": all_group.get_vars,
                 "all_plugins_inventory": lambda: self._plugins_inventory([all_group]),
                 "all_plugins_play": lambda: self._plugins_play([all_group]),
                 "groups_inventory": lambda: get_group_vars(groups),

@@ -142,7 +142,7 @@ def test_expand_agrees_with_python_hostlist(expr):
 
 
 def test_python_hostlist_accepts_what_slurm_rejects():
-    """The reason for our own grammar: python-hostlist takes text after the last range."""
+    """Why Slurm's rules are checked on top: python-hostlist takes text after the last range."""
     assert python_hostlist.expand_hostlist("unit[0-1]rack") == ["unit0rack", "unit1rack"]
     with pytest.raises(_hostlist.HostlistError):
         _hostlist.expand("unit[0-1]rack")
@@ -200,3 +200,25 @@ def test_scontrol_versions_differ_where_we_are_strict():
             assert suffix[1].split() == _hostlist.expand("unit[0-1]rack", allow_suffix=True) == ["unit0rack", "unit1rack"]
             assert "Invalid hostlist" in unclosed[2]
         assert scontrol.run("show", "hostnames", "gpu[1-03]")[1].split() == ["gpu1", "gpu2", "gpu3"]
+
+
+def test_expand_is_python_hostlist_under_slurm_rules(monkeypatch):
+    """The filter expands with python-hostlist; without the library it says what to install."""
+    from ansible_collections.gpucluster.ops.plugins.filter import hostlist_expand as module
+
+    calls = []
+    real = python_hostlist.expand_hostlist
+
+    def spy(expr, allow_duplicates=False, sort=False):
+        calls.append((expr, allow_duplicates, sort))
+        return real(expr, allow_duplicates=allow_duplicates, sort=sort)
+
+    monkeypatch.setattr(module.python_hostlist, "expand_hostlist", spy)
+    assert hostlist_expand("gpu[01-02],gpu01") == ["gpu01", "gpu02", "gpu01"]
+    assert calls == [("gpu[01-02],gpu01", True, False)]
+    with pytest.raises(AnsibleFilterError, match="after the last bracket"):
+        hostlist_expand("unit[0-1]rack")
+    assert len(calls) == 1
+    monkeypatch.setattr(module, "python_hostlist", None)
+    with pytest.raises(AnsibleFilterError, match="pip install python-hostlist"):
+        hostlist_expand("gpu01")

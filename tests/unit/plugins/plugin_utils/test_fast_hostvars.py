@@ -57,8 +57,9 @@ def hostvars(tmp_path):
 
 def _magic(hv, host):
     manager = hv._variable_manager  # pylint: disable=protected-access
-    return set(manager._get_magic_variables(play=None, host=hv._inventory.get_host(host), task=None,  # pylint: disable=protected-access
-                                             include_hostvars=False))
+    inventory_host = hv._inventory.get_host(host)  # pylint: disable=protected-access
+    return set(manager._get_magic_variables(  # pylint: disable=protected-access
+        play=None, host=inventory_host, task=None, include_hostvars=False))
 
 
 def _same(hv, fast):
@@ -110,7 +111,7 @@ def test_unknown_host_falls_back(hostvars):
 
 def test_kept_only_within_a_worker_process(hostvars, monkeypatch):
     assert fast_hostvars(hostvars) is not fast_hostvars(hostvars)  # the main process never keeps one
-    monkeypatch.setattr(_fast_hostvars.multiprocessing, "parent_process", lambda: object())
+    monkeypatch.setattr(_fast_hostvars.multiprocessing, "parent_process", object)
     monkeypatch.setattr(_fast_hostvars, "_WORKER_VIEW", {})
     first = fast_hostvars(hostvars)
     assert fast_hostvars(hostvars) is first
