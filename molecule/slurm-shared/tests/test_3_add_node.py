@@ -4,6 +4,7 @@ On Debian 12 (local configuration files) a later full run then refreshes the oth
 restarting their slurmd (their node lines did not change)."""
 
 import re
+import time
 
 from conftest import node_records, recap, slurmd_started
 
@@ -48,10 +49,19 @@ def test_full_run_after_the_add_restarts_no_slurmd(scenario, ctl, tmp_path):
     new = scenario.only("slurm_spare")
     nodes = scenario.groups["slurm_compute"] + [new]
     if scenario.configless:
-        # configless slurmd already has the new configuration from slurmctld
+        # configless: "scontrol reconfigure" of the limited run pushed the new configuration to every registered
+        # slurmd, which re-executes itself with it (asynchronously: give it a minute)
+        cached = "cat /run/slurm/conf/slurm.conf 2>/dev/null; true"
         for host in scenario.groups["slurm_compute"]:
-            assert new in scenario.host(host).check_output("cat /run/slurm/conf/slurm.conf /var/spool/slurmd/conf-cache/slurm.conf "
-                                                           "/var/lib/slurm/slurmd/conf-cache/slurm.conf 2>/dev/null; true")
+            for _ in range(30):
+                if new in scenario.host(host).check_output(cached):
+                    break
+                time.sleep(2)
+            else:
+                journal = scenario.host(host).check_output("journalctl -u slurmd --no-pager -n 20; true")
+                ctld = ctl.check_output("journalctl -u slurmctld --no-pager -n 30; true")
+                raise AssertionError("%s: slurmd's configless copy does not list %s after 60 s\nslurmd:\n%s\n"
+                                     "slurmctld:\n%s" % (host, new, journal, ctld))
         return
     started = slurmd_started(scenario, nodes)
     rc, out = scenario.converge(tmp_path, extra_inventory=_add_inventory(scenario, new))
