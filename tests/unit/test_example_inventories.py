@@ -14,8 +14,8 @@ variables of its vault.yml.example as extra vars) and checked for what a site ru
 - health_check_expected passes the health checker's own config validation;
 - ansible-playbook --syntax-check of playbooks/site.yml passes with it.
 
-The ansible-playbook runs (syntax check and render, per inventory) start together when the module's first test
-needs them, so the module stays well under half a minute.
+The ansible-playbook runs (syntax check and render, per inventory) start together with the module's first test and
+run beside the in-process checks.
 """
 
 import json
@@ -202,7 +202,8 @@ class Example(object):
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
-def example(request, collection_loader):  # pylint: disable=unused-argument,redefined-outer-name
+def example(request, collection_loader, playbook_runs):  # pylint: disable=unused-argument,redefined-outer-name
+    """One example, loaded in-process while the ansible-playbook runs of every example go on beside it."""
     return Example(request.param)
 
 
