@@ -1,0 +1,373 @@
+"""The real-size example inventories (inventories/examples/*) are usable as they stand.
+
+Each one is loaded with Ansible's own inventory machinery (InventoryManager, VariableManager, HostVars, with the vault
+variables of its vault.yml.example as extra vars) and checked for what a site run would trip over:
+
+- every variable it sets is a variable of a role that playbooks/site.yml applies (or a documented host variable),
+  and each host's values pass the argument specs of the roles applied to its groups (ArgumentSpecValidator on the
+  role's meta/argument_specs.yml, as Ansible validates role arguments);
+- the slurm role's own render step (tasks_from: render, through the gpucluster.ops.slurm_*_lines filters) turns it
+  into slurm.conf, gres.conf, topology.conf and cgroup.conf that the collection's config checker accepts, with one
+  NodeName line per node type and the right GPU count per type;
+- gpucluster.ops.ipoib_addresses gives every host of the fabric its own address;
+- gpucluster.ops.team_quotas accepts the team model, its GPU types are the cluster's, its partitions exist;
+- health_check_expected passes the health checker's own config validation;
+- ansible-playbook --syntax-check of playbooks/site.yml passes with it.
+
+The ansible-playbook runs (syntax check and render, per inventory) start together with the module's first test and
+run beside the in-process checks.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+from ansible import context
+from ansible.inventory.manager import InventoryManager
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.collections import ImmutableDict
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.gpucluster.ops.plugins.filter.ipoib_addresses import FilterModule as IpoibFilters
+from ansible_collections.gpucluster.ops.plugins.filter.slurm_node_lines import FilterModule as NodeLineFilters
+from ansible_collections.gpucluster.ops.plugins.filter.team_quotas import FilterModule as TeamQuotaFilters
+from ansible_collections.gpucluster.ops.plugins.module_utils import _health
+from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand as expand_hostlist
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import check_config_dir, format_problem
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES_DIR = os.path.join(ROOT, "inventories", "examples")
+EXAMPLES = sorted(d for d in os.listdir(EXAMPLES_DIR) if os.path.isfile(os.path.join(EXAMPLES_DIR, d, "hosts.yml")))
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+
+# What each example must come to: GPU nodes, GPUs, and per node type (Slurm GPU type) nodes and GPUs per node.
+EXPECTED = {
+    "hgx-h100-256": {"gpu_nodes": 32, "gpus": 256, "types": {"h100": (32, 8)}},
+    "mixed-a100-l40s": {"gpu_nodes": 40, "gpus": 224, "types": {"a100": (16, 8), "l40s": (24, 4)}},
+}
+
+# Host variables the roles read that are not role arguments (README: slurm, node_baseline, monitoring), and the
+# connection variables. Anything else an example sets must be an argument of a role of playbooks/site.yml.
+HOST_VARIABLES = {
+    "ansible_host", "ansible_user", "ansible_port", "ansible_python_interpreter",
+    "gpucluster_cluster_name",
+    "node_baseline_address",
+    "monitoring_scrape_address", "monitoring_expected_gpus",
+    "slurm_node_name", "slurm_node_cpus", "slurm_node_sockets", "slurm_node_cores_per_socket",
+    "slurm_node_threads_per_core", "slurm_node_real_memory", "slurm_node_memory_reserve_mib", "slurm_node_gres",
+    "slurm_node_features", "slurm_node_weight", "slurm_gres_cpu_numbering",
+}
+# Lab and test settings that have no place in a real inventory.
+LAB_ONLY = re.compile(r"^(gpusim_|lab_|health_check_sources$|slurm_config_overrides$|ansible_connection$)")
+
+PLAY_RENDER = """- name: Render the Slurm configuration as the controller would
+  hosts: slurm_controller
+  gather_facts: false
+  tasks:
+    - name: Run the slurm role's render step
+      ansible.builtin.include_role:
+        name: gpucluster.ops.slurm
+        tasks_from: render
+    - name: Show the files
+      ansible.builtin.debug:
+        var: __slurm_files
+"""
+
+
+def _load_yaml(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+def _vault_vars(name):
+    return _load_yaml(os.path.join(EXAMPLES_DIR, name, "group_vars", "all", "vault.yml.example"))
+
+
+def _site_roles():
+    """(host pattern, role name, entry point) for every role playbooks/site.yml applies."""
+    applied = []
+    for play in _load_yaml(os.path.join(ROOT, "playbooks", "site.yml")):
+        for role in play.get("roles") or []:
+            name = role["role"] if isinstance(role, dict) else role
+            applied.append((play["hosts"], name, "main"))
+        for task in play.get("tasks") or []:
+            for action in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                if action in task:
+                    applied.append((play["hosts"], task[action]["name"], task[action].get("tasks_from", "main")))
+    return applied
+
+
+def _argument_specs(role):
+    short = role.split(".")[-1]
+    specs = _load_yaml(os.path.join(ROOT, "roles", short, "meta", "argument_specs.yml"))["argument_specs"]
+    return {entry: spec.get("options") or {} for entry, spec in specs.items()}
+
+
+def _env():
+    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+                ANSIBLE_INJECT_FACT_VARS="False", ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="False",
+                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+
+@pytest.fixture(scope="module")
+def playbook_runs(tmp_path_factory):
+    """Start the syntax check and the render of every example at once; return {(example, kind): Popen}."""
+    tmp = tmp_path_factory.mktemp("examples")
+    (tmp / "render.yml").write_text(PLAY_RENDER)
+    runs = {}
+    for name in EXAMPLES:
+        inventory = os.path.join(EXAMPLES_DIR, name)
+        runs[(name, "syntax")] = subprocess.Popen(
+            ["ansible-playbook", "--syntax-check", "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+        extra = dict(_vault_vars(name), ansible_connection="local", ansible_python_interpreter=sys.executable)
+        (tmp / ("%s.json" % name)).write_text(json.dumps(extra))
+        runs[(name, "render")] = subprocess.Popen(
+            ["ansible-playbook", "-i", inventory, str(tmp / "render.yml"), "-e", "@%s" % (tmp / ("%s.json" % name))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=dict(_env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json"))
+    yield runs
+    for proc in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _finish(playbook_runs, name, kind):
+    proc = playbook_runs[(name, kind)]
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def collection_loader():
+    """Ansible's collection loader, so that gpucluster.ops.* filters in inventory values template as in a run.
+
+    pytest imported this collection as plain packages (pytest.ini's pythonpath), without the metadata Ansible's
+    plugin loader looks for: while this module runs, the collection's modules are loaded again through Ansible's
+    loader; afterwards the loader is removed and pytest's modules are put back.
+    """
+    if AnsibleCollectionConfig.collection_finder is not None:
+        yield
+        return
+    saved = _pop_collection_modules()
+    init_plugin_loader([COLLECTIONS])
+    yield
+    _AnsibleCollectionFinder._remove()  # pylint: disable=protected-access
+    _pop_collection_modules()
+    sys.modules.update(saved)
+
+
+def _pop_collection_modules():
+    return {n: sys.modules.pop(n) for n in list(sys.modules) if n == "ansible_collections" or n.startswith("ansible_collections.")}
+
+
+class Example(object):
+    """One example inventory as Ansible loads it."""
+
+    def __init__(self, name):
+        context.CLIARGS = ImmutableDict(verbosity=0)
+        self.name = name
+        self.path = os.path.join(EXAMPLES_DIR, name)
+        self.loader = DataLoader()
+        self.inventory = InventoryManager(loader=self.loader, sources=[self.path])
+        self.manager = VariableManager(loader=self.loader, inventory=self.inventory)
+        self.manager._extra_vars = _vault_vars(name)  # pylint: disable=protected-access  # what -e @vault.yml would give
+        self.hostvars = HostVars(inventory=self.inventory, variable_manager=self.manager, loader=self.loader)
+        self.groups = {g: [h.name for h in grp.get_hosts()] for g, grp in self.inventory.groups.items()}
+
+    def hosts(self, pattern="all"):
+        return [h.name for h in self.inventory.get_hosts(pattern)]
+
+    def set_keys(self, host):
+        """The variables the inventory sets for a host (not Ansible's magic variables, not the extra vars)."""
+        inventory_host = self.inventory.get_host(host)
+        magic = set(self.manager._get_magic_variables(  # pylint: disable=protected-access
+            play=None, host=inventory_host, task=None, include_hostvars=False, _hosts=None, _hosts_all=None))
+        magic |= set(inventory_host.get_magic_vars()) | {"ansible_facts", "ansible_local", "inventory_file", "inventory_dir"}
+        every = self.manager.get_vars(host=inventory_host, include_hostvars=False)
+        return sorted(set(every) - magic - set(self.manager.extra_vars))
+
+    def value(self, host, key):
+        return json.loads(json.dumps(self.hostvars[host][key]))
+
+
+@pytest.fixture(scope="module", params=EXAMPLES)
+def example(request, collection_loader, playbook_runs):  # pylint: disable=unused-argument,redefined-outer-name
+    """One example, loaded in-process while the ansible-playbook runs of every example go on beside it."""
+    return Example(request.param)
+
+
+def test_every_example_is_listed_here():
+    assert EXAMPLES and sorted(EXPECTED) == EXAMPLES
+
+
+def test_groups_of_the_site_playbook(example):
+    expected = EXPECTED[example.name]
+    gpu_nodes = example.hosts("gpu_nodes")
+    assert len(gpu_nodes) == expected["gpu_nodes"]
+    assert len(example.hosts("slurm_controller")) == 1 and len(example.hosts("slurm_database")) == 1
+    assert example.hosts("slurm_controller") == example.hosts("slurm_database")
+    assert set(example.hosts("slurm_controller")) <= set(example.hosts("head_nodes"))
+    assert set(example.hosts("slurm_login")) == set(example.hosts("head_nodes"))
+    assert sorted(example.hosts("slurm_compute")) == sorted(gpu_nodes)
+    assert not set(gpu_nodes) & set(example.hosts("head_nodes"))
+    # Node types: child groups of gpu_nodes that split it without overlap.
+    types = [g.name for g in example.inventory.groups["gpu_nodes"].child_groups]
+    assert len(types) == len(expected["types"])
+    assert sorted(h for t in types for h in example.groups[t]) == sorted(gpu_nodes)
+
+
+def test_no_lab_settings_and_no_secrets(example):
+    for host in example.hosts():
+        keys = example.set_keys(host)
+        assert not [k for k in keys if LAB_ONLY.match(k)], host
+        assert example.value(host, "slurm_db_password") == example.manager.extra_vars["vault_slurm_db_password"]
+    for folder, _dirs, files in os.walk(example.path):
+        for filename in files:
+            with open(os.path.join(folder, filename)) as handle:
+                text = handle.read()
+            # The password is a vault reference wherever it is set; nothing reaches a container.
+            for value in re.findall(r"^\s*slurm_db_password:(.*)$", text, re.M):
+                assert re.match(r"""^\s*["']\{\{\s*vault_\w+\s*\}\}["']\s*$""", value), (filename, value)
+            assert "docker" not in text and "gpusim" not in text, filename
+    assert not os.path.exists(os.path.join(example.path, "group_vars", "all", "vault.yml"))
+
+
+def test_variables_are_role_arguments_and_pass_their_specs(example):
+    applied = _site_roles()
+    specs = {(role, entry): _argument_specs(role).get(entry, _argument_specs(role)["main"])
+             for _pattern, role, entry in applied}
+    known = set(HOST_VARIABLES).union(*[set(options) for options in specs.values()])
+    problems = []
+    for host in example.hosts():
+        keys = example.set_keys(host)
+        problems += ["%s: %s is no variable of the roles of site.yml" % (host, k) for k in keys if k not in known]
+        for pattern, role, entry in applied:
+            if host not in example.hosts(pattern):
+                continue
+            options = specs[(role, entry)]
+            mine = [k for k in keys if k in options]
+            params = {k: example.value(host, k) for k in mine}
+            result = ArgumentSpecValidator({k: options[k] for k in mine}).validate(params)
+            problems += ["%s: %s (%s): %s" % (host, role, entry, m) for m in result.error_messages]
+            problems += ["%s: %s (%s) needs %s" % (host, role, entry, k)
+                         for k, o in options.items() if o.get("required") and k not in keys]
+    assert problems == [], "\n".join(problems)
+
+
+def test_health_expectations_pass_the_checker_and_match_slurm(example):
+    for host in example.hosts("gpu_nodes"):
+        expected = example.value(host, "health_check_expected")
+        config = _health.load_config(overrides={"node": host, "expected": expected})
+        assert config["expected"] == expected
+        gres = [g for g in example.value(host, "slurm_node_gres") if g["name"] == "gpu"]
+        assert len(gres) == 1 and gres[0]["count"] == expected["gpu_count"], host
+        assert example.value(host, "infiniband_expected_port_count") == expected["ib_port_count"], host
+        assert example.value(host, "infiniband_expected_rate_gbps") == expected["ib_rate_gbps"], host
+        assert example.value(host, "nvidia_driver_version").startswith(expected["driver_version"]), host
+        cores = example.value(host, "slurm_node_sockets") * example.value(host, "slurm_node_cores_per_socket")
+        assert cores * example.value(host, "slurm_node_threads_per_core") == example.value(host, "slurm_node_cpus")
+
+
+def test_node_lines_are_one_per_node_type(example):
+    """The filter the render uses, called in-process on Ansible's hostvars: one line per node type."""
+    lines = NodeLineFilters().filters()["slurm_node_lines"](example.groups["slurm_compute"], example.hostvars)
+    expected = EXPECTED[example.name]["types"]
+    assert len(lines) == len(expected)
+    for line in lines:
+        fields = dict(f.split("=", 1) for f in line.split())
+        _name, gpu_type, count = fields["Gres"].split(":")
+        assert (len(expand_hostlist(fields["NodeName"])), int(count)) == expected[gpu_type], line
+
+
+def test_ipoib_addresses_do_not_collide(example):
+    hosts = example.groups["all"]
+    group = {example.value(h, "infiniband_hosts_group") if "infiniband_hosts_group" in example.set_keys(h) else "all"
+             for h in hosts}
+    assert group == {"all"}
+    mtu = {example.value(h, "infiniband_fabric_mtu") if "infiniband_fabric_mtu" in example.set_keys(h) else 4096
+           for h in hosts}
+    assert len(mtu) == 1
+    assigned = IpoibFilters().filters()["ipoib_addresses"](hosts, example.hostvars, fabric_mtu=mtu.pop())
+    addresses = [i["address"] for h in hosts for i in assigned[h] if i.get("address")]
+    assert len(addresses) == len(hosts)  # every host has its ib0 address
+    assert len(set(addresses)) == len(addresses)
+
+
+def test_team_quota_model(example):
+    controller = example.hosts("slurm_controller")[0]
+    teams = example.value(controller, "team_quota_teams")
+    gpu_types = example.value(controller, "team_quota_gpu_types")
+    model = TeamQuotaFilters().filters()["team_quotas"](teams, gpu_types)
+    assert len(model["teams"]) == len(teams) >= 2
+    assert sorted(gpu_types) == sorted(EXPECTED[example.name]["types"])
+    partitions = {p["name"] for p in example.value(controller, "slurm_partitions")}
+    for team in teams.values():
+        assert set(team.get("partitions", [])) <= partitions, team
+    # The slurm.conf keys quotas need reach the slurm role through the inventory.
+    slurm_conf_extra = example.value(controller, "slurm_conf_extra")
+    assert slurm_conf_extra["AccountingStorageEnforce"] == "associations,limits,qos,safe"
+    assert "AccountingStorageTRES" not in slurm_conf_extra
+    # Each team's GPUs at once fit the GPUs of its types; the monthly budgets fit the cluster's GPU-hours.
+    types = EXPECTED[example.name]["types"]
+    for team in teams.values():
+        gpus = sum(n * per for t, (n, per) in types.items() if t in team.get("gpu_types", list(types)))
+        assert 0 < team["max_concurrent"] <= gpus, team
+    monthly = [int(team["gpu_hours"].split("/")[0]) for team in teams.values() if team["gpu_hours"].endswith("/month")]
+    assert len(monthly) == len(teams) and sum(monthly) <= EXPECTED[example.name]["gpus"] * 730
+
+
+def _rendered(playbook_runs, name):
+    rc, out, err = _finish(playbook_runs, name, "render")
+    assert rc == 0, (out[-3000:], err[-2000:])
+    result = json.loads(out[out.index("{"):])
+    controller = list(result["plays"][0]["tasks"][-1]["hosts"])[0]
+    return result["plays"][0]["tasks"][-1]["hosts"][controller]["__slurm_files"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_slurm_render_passes_the_config_checker(playbook_runs, name, tmp_path):
+    files = _rendered(playbook_runs, name)
+    assert sorted(files) == ["cgroup.conf", "gres.conf", "slurm.conf", "topology.conf"]
+    for filename, content in files.items():
+        (tmp_path / filename).write_text(content)
+    problems = check_config_dir(str(tmp_path), "22.05", ["gres/gpu"])
+    assert [format_problem(p) for p in problems] == []
+    expected = EXPECTED[name]
+    lines = files["slurm.conf"].splitlines()
+    nodes = [dict(f.split("=", 1) for f in line.split()) for line in lines if line.startswith("NodeName=")]
+    assert len(nodes) == len(expected["types"])
+    total = 0
+    for node in nodes:
+        _gpu, gpu_type, count = node["Gres"].split(":")
+        names = expand_hostlist(node["NodeName"])
+        assert (len(names), int(count)) == expected["types"][gpu_type]
+        total += len(names) * int(count)
+    assert total == expected["gpus"]
+    gres = [line for line in files["gres.conf"].splitlines() if line.startswith("NodeName=")]
+    assert len(gres) == len(expected["types"])
+    switches = [line for line in files["topology.conf"].splitlines() if line.startswith("SwitchName=")]
+    leaves = [s for s in switches if " Nodes=" in s]
+    under_leaves = [n for s in leaves for n in expand_hostlist(s.split(" Nodes=")[1])]
+    assert sorted(under_leaves) == sorted(n for node in nodes for n in expand_hostlist(node["NodeName"]))
+    keys = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith(("#", "NodeName", "PartitionName")))
+    assert keys["TopologyPlugin"] == "topology/tree" and keys["SlurmctldParameters"] == "enable_configless"
+    assert keys["AccountingStorageTRES"] == ",".join(["gres/gpu"] + ["gres/gpu:%s" % t for t in sorted(expected["types"])])
+    assert keys["ProctrackType"] == "proctrack/cgroup"  # real nodes: no container overrides
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_site_playbook_syntax_check(playbook_runs, name):
+    rc, out, err = _finish(playbook_runs, name, "syntax")
+    assert rc == 0, (out[-2000:], err[-2000:])
+    assert "WARNING" not in err, err
