@@ -53,15 +53,14 @@ def test_full_run_after_the_add_restarts_no_slurmd(scenario, ctl, tmp_path):
         # slurmd, which re-executes itself with it (asynchronously: give it a minute)
         cached = "cat /run/slurm/conf/slurm.conf 2>/dev/null; true"
         for host in scenario.groups["slurm_compute"]:
-            for _ in range(30):
-                if new in scenario.host(host).check_output(cached):
-                    break
+            deadline = time.time() + 60
+            while new not in scenario.host(host).check_output(cached):
+                if time.time() > deadline:
+                    journal = scenario.host(host).check_output("journalctl -u slurmd --no-pager -n 20; true")
+                    ctld = ctl.check_output("journalctl -u slurmctld --no-pager -n 30; true")
+                    raise AssertionError("%s: slurmd's configless copy does not list %s after 60 s\nslurmd:\n%s\n"
+                                         "slurmctld:\n%s" % (host, new, journal, ctld))
                 time.sleep(2)
-            else:
-                journal = scenario.host(host).check_output("journalctl -u slurmd --no-pager -n 20; true")
-                ctld = ctl.check_output("journalctl -u slurmctld --no-pager -n 30; true")
-                raise AssertionError("%s: slurmd's configless copy does not list %s after 60 s\nslurmd:\n%s\n"
-                                     "slurmctld:\n%s" % (host, new, journal, ctld))
         return
     started = slurmd_started(scenario, nodes)
     rc, out = scenario.converge(tmp_path, extra_inventory=_add_inventory(scenario, new))
