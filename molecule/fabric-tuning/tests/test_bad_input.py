@@ -4,21 +4,18 @@ Runs the real ansible-playbook with an inventory of its own (both instances, so 
 fabric) limited to the Debian 13 instance, once per case, and compares the roles' files and packages before and after.
 """
 
-import os
-import re
-import subprocess
-
 import pytest
 import yaml
 
-SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROLES = os.path.join(SCENARIO, "..", "..", "roles")
+from bad_input import assert_refused_before_change, docker_hosts, inventory_hosts, run_playbook, snapshot
+
 TARGET = "deb13-fabric-tuning"
-WATCHED = ("/etc/udev/rules.d/70-gpucluster-ipoib.rules /etc/systemd/network/60-gpucluster-* "
-           "/etc/network/interfaces.d/gpucluster-* /etc/opensm/* /etc/default/opensm "
-           "/etc/default/grub.d/90-gpucluster-node-tuning.cfg /etc/sysctl.d/91-gpucluster-node-tuning.conf "
-           "/etc/systemd/system/*/90-gpucluster-node-tuning.conf /usr/local/sbin/gpucluster-node-tuning "
-           "/etc/systemd/system/gpucluster-node-tuning.service")
+WATCHED = ["/etc/udev/rules.d/70-gpucluster-ipoib.rules", "/etc/systemd/network/60-gpucluster-*",
+           "/etc/network/interfaces.d/gpucluster-*", "/etc/opensm/*", "/etc/default/opensm",
+           "/etc/default/grub.d/90-gpucluster-node-tuning.cfg", "/etc/sysctl.d/91-gpucluster-node-tuning.conf",
+           "/etc/systemd/system/*/90-gpucluster-node-tuning.conf", "/usr/local/sbin/gpucluster-node-tuning",
+           "/etc/systemd/system/gpucluster-node-tuning.service"]
+ALSO = "dpkg-query -W sl 2>&1 || true; ls -d /etc/systemd/system/*.service.d"
 GOOD = {"infiniband_ipoib_interfaces": [{"name": "ib0", "subnet": "10.20.0.0/24"}]}
 # Every case also asks for changes that must not happen.
 CHANGES = {
@@ -48,63 +45,17 @@ CASES = [
 ]
 
 
-def _instances():
-    with open(os.environ["MOLECULE_INVENTORY_FILE"]) as f:
-        return sorted(yaml.safe_load(f)["all"]["hosts"])
-
-
-def _preflight_task_names(role):
-    with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as f:
-        return [t["name"] for t in yaml.safe_load(f)]
-
-
-def _failed_tasks(out):
-    current, failed = None, set()
-    for line in out.splitlines():
-        task = re.match(r"TASK \[(?:[\w.]+ : )?(.+?)\] \**$", line)
-        if task:
-            current = task.group(1)
-        elif line.startswith(("fatal:", "failed:")) and current:
-            failed.add(current)
-    return failed
-
-
-def _snapshot(instance):
-    script = ("for f in %s; do [ -e \"$f\" ] && sha256sum \"$f\"; done; dpkg-query -W sl 2>&1 || true; "
-              "ls -d /etc/systemd/system/*.service.d" % WATCHED)
-    return subprocess.run(["docker", "exec", instance, "sh", "-c", script],
-                          capture_output=True, text=True, check=True).stdout
-
-
 @pytest.mark.parametrize("name,role,extra,hostvars,expect", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_fails_in_preflight(tmp_path, name, role, extra, hostvars, expect):
-    instances = _instances()
     group_vars = dict(GOOD, **CHANGES[role])
     group_vars.update(extra)
-    inventory = {"all": {"vars": group_vars,
-                         "hosts": {i: dict(hostvars, ansible_connection="community.docker.docker",
-                                           ansible_python_interpreter="/usr/bin/python3") for i in instances}}}
+    inventory = {"all": {"vars": group_vars, "hosts": docker_hosts(inventory_hosts(), hostvars)}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     playbook = [{"name": "Bad input", "hosts": "all", "gather_facts": False,
                  "roles": [{"role": "gpucluster.ops.%s" % role}]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(playbook))
 
-    before = _snapshot(TARGET)
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"), "--limit", TARGET],
-        capture_output=True, text=True, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
-    out = proc.stdout + proc.stderr
-    after = _snapshot(TARGET)
-
-    assert proc.returncode == 2, "case %s: expected a failed host (rc 2), got rc %d\n%s" % (name, proc.returncode, out)
-    flat = re.sub(r"\s+", " ", out)
-    for words in expect:
-        assert words in flat, "case %s: the error does not say %r\n%s" % (name, words, out)
-    failed_tasks = _failed_tasks(out)
-    assert failed_tasks, out
-    outside = {t for t in failed_tasks if t not in _preflight_task_names(role)
-               and not t.startswith("Validating arguments against arg spec 'main'")}
-    assert not outside, "case %s failed outside preflight: %s" % (name, outside)
-    assert re.search(r"^%s\s+: .*changed=0 .*failed=1" % re.escape(TARGET), out, re.M), out
-    assert before == after, "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (name, TARGET, before, after)
+    before = {TARGET: snapshot(TARGET, WATCHED, ALSO)}
+    rc, out = run_playbook(tmp_path / "inventory.yml", tmp_path / "play.yml", limit=TARGET)
+    after = {TARGET: snapshot(TARGET, WATCHED, ALSO)}
+    assert_refused_before_change(name, rc, out, [role], expect, before, after)

@@ -6,14 +6,13 @@ can be missing), once per case, and compares the managed files and packages befo
 
 import json
 import os
-import re
-import subprocess
 
 import pytest
 import yaml
 
+from bad_input import assert_refused_before_change, docker_hosts, inventory_hosts, run_playbook, snapshot
+
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROLE = os.path.join(SCENARIO, "..", "..", "roles", "node_baseline")
 WATCHED = [
     "/etc/hosts",
     "/etc/security/limits.d/90-gpucluster.conf",
@@ -41,64 +40,16 @@ CASES = [
 ]
 
 
-def _instances():
-    with open(os.environ["MOLECULE_INVENTORY_FILE"]) as f:
-        inventory = yaml.safe_load(f)
-    return sorted(inventory["all"]["hosts"])
-
-
-def _preflight_task_names():
-    with open(os.path.join(ROLE, "tasks", "preflight.yml")) as f:
-        names = [t["name"] for t in yaml.safe_load(f)]
-    return names
-
-
-def _failed_tasks(out):
-    current, failed = None, set()
-    for line in out.splitlines():
-        task = re.match(r"TASK \[(?:[\w.]+ : )?(.+?)\] \**$", line)
-        if task:
-            current = task.group(1)
-        elif line.startswith(("fatal:", "failed:")) and current:
-            failed.add(current)
-    return failed
-
-
-def _snapshot(instance):
-    script = "for f in %s; do sha256sum $f 2>/dev/null || echo absent $f; done; dpkg-query -W sl 2>&1 || true" % (
-        " ".join(WATCHED))
-    return subprocess.run(["docker", "exec", instance, "sh", "-c", script],
-                          capture_output=True, text=True, check=True).stdout
-
-
 @pytest.mark.parametrize("name,extra,hostvars,expect", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_fails_in_preflight(tmp_path, name, extra, hostvars, expect):
-    instances = _instances()
-    inventory = {"all": {"hosts": {i: dict(hostvars, ansible_connection="community.docker.docker",
-                                           ansible_python_interpreter="/usr/bin/python3") for i in instances}}}
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    instances = inventory_hosts()
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": docker_hosts(instances, hostvars)}}))
     variables = dict(GOOD, **CHANGES)
     variables.update(extra)
     variables = {k: v for k, v in variables.items() if v is not None}
     (tmp_path / "vars.json").write_text(json.dumps(variables))
 
-    before = {i: _snapshot(i) for i in instances}
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), os.path.join(SCENARIO, "converge.yml"),
-         "-e", "@%s" % (tmp_path / "vars.json")],
-        capture_output=True, text=True, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
-    out = proc.stdout + proc.stderr
-    after = {i: _snapshot(i) for i in instances}
-
-    assert proc.returncode == 2, "case %s: expected failed hosts (rc 2), got rc %d\n%s" % (name, proc.returncode, out)
-    assert expect in out, "case %s: the error does not name %s\n%s" % (name, expect, out)
-    failed_tasks = _failed_tasks(out)
-    assert failed_tasks, out
-    # argument_specs validation runs first, then preflight.yml: both come before any change
-    outside = {t for t in failed_tasks if t not in _preflight_task_names()
-               and not t.startswith("Validating arguments against arg spec 'main'")}
-    assert not outside, "case %s failed outside preflight: %s" % (name, outside)
-    for i in instances:
-        assert re.search(r"^%s\s+: .*changed=0 .*failed=1" % re.escape(i), out, re.M), out
-        assert before[i] == after[i], "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (name, i, before[i], after[i])
+    before = {i: snapshot(i, WATCHED, "dpkg-query -W sl 2>&1 || true") for i in instances}
+    rc, out = run_playbook(tmp_path / "inventory.yml", os.path.join(SCENARIO, "converge.yml"), tmp_path / "vars.json")
+    after = {i: snapshot(i, WATCHED, "dpkg-query -W sl 2>&1 || true") for i in instances}
+    assert_refused_before_change(name, rc, out, ["node_baseline"], [expect], before, after)

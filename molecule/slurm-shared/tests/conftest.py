@@ -14,6 +14,8 @@ import pytest
 import testinfra
 import yaml
 
+from bad_input import PLAIN_OUTPUT
+
 SHARED = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONVERGE = os.path.join(SHARED, "converge.yml")
 
@@ -77,16 +79,8 @@ class Scenario(object):
             argv += ["-e", "@%s" % path]
         argv.append(CONVERGE)
         proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                              env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+                              env=dict(os.environ, **PLAIN_OUTPUT))
         return proc.returncode, proc.stdout + proc.stderr
-
-
-def recap(output):
-    """PLAY RECAP counters per host: {host: {ok: n, changed: n, failed: n, ...}}."""
-    found = {}
-    for match in re.finditer(r"^(\S+)\s+: ((?:\w+=\d+\s*)+)$", output, re.M):
-        found[match.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(2))}
-    return found
 
 
 @pytest.fixture(scope="session")

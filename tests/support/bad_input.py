@@ -1,0 +1,126 @@
+"""What every molecule scenario's bad-input test checks, in one place.
+
+A bad-input case runs the real ansible-playbook against the scenario's containers with a mistake in the inventory or
+variables (and changes that must not happen), then holds the run to the collection's rule: the play fails in the
+role's argument_specs validation or its preflight tasks, on every host it runs on, names what is wrong, and leaves
+every node as it was (files, packages, records and daemons are read before and after).
+
+Molecule's testinfra step imports this through pytest.ini's pythonpath (tests/support).
+"""
+
+import os
+import re
+import subprocess
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARG_SPEC_TASK = "Validating arguments against arg spec"
+PLAIN_OUTPUT = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+
+
+def task_names(path):
+    """Names of the tasks of a task file, those in blocks and rescues and in the files it imports included."""
+    with open(path) as handle:
+        tasks = yaml.safe_load(handle) or []
+    names = set()
+    stack = list(tasks)
+    while stack:
+        task = stack.pop()
+        names.add(task.get("name"))
+        for key in ("block", "rescue", "always"):
+            stack.extend(task.get(key) or [])
+        imported = task.get("ansible.builtin.import_tasks")
+        if imported:
+            names |= task_names(os.path.join(os.path.dirname(path), imported))
+    return names
+
+
+def preflight_task_names(role):
+    """The task names of a role's tasks/preflight.yml."""
+    return task_names(os.path.join(ROOT, "roles", role, "tasks", "preflight.yml"))
+
+
+def failed_tasks(out):
+    """Names of the tasks that failed on some host, read from ansible-playbook's default output."""
+    current, failed = None, set()
+    for line in out.splitlines():
+        task = re.match(r"TASK \[(?:[\w.]+ : )?(.+?)\] \**$", line)
+        if task:
+            current = task.group(1)
+        elif line.startswith(("fatal:", "failed:")) and current:
+            failed.add(current)
+    return failed
+
+
+def inventory_hosts():
+    """The scenario's instances, from the inventory molecule wrote."""
+    with open(os.environ["MOLECULE_INVENTORY_FILE"]) as handle:
+        return sorted(yaml.safe_load(handle)["all"]["hosts"])
+
+
+def docker_hosts(hosts, hostvars=None):
+    """An inventory's hosts section for these containers, each with the same extra host variables."""
+    return {h: dict(hostvars or {}, ansible_connection="community.docker.docker",
+                    ansible_python_interpreter="/usr/bin/python3") for h in hosts}
+
+
+def snapshot(instance, paths, also=""):
+    """The checksum of each path (a shell glob is fine; 'absent PATH' for one that is not there), then the output
+    of the shell command `also` (packages, records, start times), read inside the container."""
+    script = "for f in %s; do if [ -e \"$f\" ]; then sha256sum \"$f\"; else echo absent \"$f\"; fi; done; %s" % (
+        " ".join(paths), also or "true")
+    return subprocess.run(["docker", "exec", instance, "sh", "-c", script],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def start_playbook(inventory, playbook, extra_vars_file=None, limit=None):
+    """Start ansible-playbook with plain output (stderr into stdout); returns the process."""
+    command = ["ansible-playbook", "-i", str(inventory), str(playbook)]
+    if extra_vars_file:
+        command += ["-e", "@%s" % extra_vars_file]
+    if limit:
+        command += ["--limit", limit]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, **PLAIN_OUTPUT))
+
+
+def finish(proc):
+    """Wait for a process of start_playbook; returns (exit code, output)."""
+    out = proc.communicate()[0]
+    return proc.returncode, out
+
+
+def run_playbook(inventory, playbook, extra_vars_file=None, limit=None):
+    """Run ansible-playbook with plain output; returns (exit code, stdout and stderr together)."""
+    return finish(start_playbook(inventory, playbook, extra_vars_file, limit))
+
+
+def recap(out):
+    """{host: {counter: number}} from the PLAY RECAP of ansible-playbook's output."""
+    counters = {}
+    for line in out.splitlines():
+        found = re.match(r"^(\S+)\s+: ((?:\w+=\d+\s*)+)$", line)
+        if found:
+            counters[found.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found.group(2))}
+    return counters
+
+
+def assert_refused_before_change(case, rc, out, roles, expect, before, after):
+    """The run failed (rc 2) in argument_specs validation or the preflight of `roles`, on every host of `before`
+    and with no change there; its output (whitespace folded, YAML's doubled quotes undone) says every text of `expect`; and each host's snapshot
+    `after` the run is the one from `before` it."""
+    assert rc == 2, "case %s: expected failed hosts (rc 2), got rc %d\n%s" % (case, rc, out)
+    flat = " ".join(out.split()).replace("''", "'")   # YAML doubles a quote inside a quoted message
+    for text in expect:
+        assert text in flat, "case %s: the output does not say %r\n%s" % (case, text, out)
+    failed = failed_tasks(out)
+    allowed = set().union(*(preflight_task_names(role) for role in roles))
+    outside = {t for t in failed if t not in allowed and not t.startswith(ARG_SPEC_TASK)}
+    assert failed and not outside, "case %s failed outside preflight: %s\n%s" % (case, outside, out)
+    counters = recap(out)
+    for host in before:
+        assert host in counters, "case %s: %s is not in the play recap\n%s" % (case, host, out)
+        assert counters[host].get("changed") == 0 and counters[host].get("failed") == 1, (case, host, counters[host])
+        assert before[host] == after[host], "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (
+            case, host, before[host], after[host])
