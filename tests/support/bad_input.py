@@ -106,10 +106,11 @@ def recap(out):
     return counters
 
 
-def assert_refused_before_change(case, rc, out, roles, expect, before, after):
-    """The run failed (rc 2) in argument_specs validation or the preflight of `roles`, on every host of `before`
-    and with no change there; its output (whitespace folded, YAML's doubled quotes undone) says every text of `expect`; and each host's snapshot
-    `after` the run is the one from `before` it."""
+def assert_refused_before_change(case, rc, out, roles, expect, before, after, run_hosts=None):
+    """The run failed (rc 2) in argument_specs validation or the preflight of `roles`, on every host of its recap
+    and with no change there, and `run_hosts` (default: the hosts of `before`) are all in that recap; its output
+    (whitespace folded, YAML's doubled quotes undone) says every text of `expect`; and each host's snapshot `after`
+    the run is the one from `before` it (hosts outside the run included: nothing may reach them either)."""
     assert rc == 2, "case %s: expected failed hosts (rc 2), got rc %d\n%s" % (case, rc, out)
     flat = " ".join(out.split()).replace("''", "'")   # YAML doubles a quote inside a quoted message
     for text in expect:
@@ -119,8 +120,10 @@ def assert_refused_before_change(case, rc, out, roles, expect, before, after):
     outside = {t for t in failed if t not in allowed and not t.startswith(ARG_SPEC_TASK)}
     assert failed and not outside, "case %s failed outside preflight: %s\n%s" % (case, outside, out)
     counters = recap(out)
-    for host in before:
+    for host in before if run_hosts is None else run_hosts:
         assert host in counters, "case %s: %s is not in the play recap\n%s" % (case, host, out)
-        assert counters[host].get("changed") == 0 and counters[host].get("failed") == 1, (case, host, counters[host])
+    for host, counter in counters.items():
+        assert counter.get("changed") == 0 and counter.get("failed") == 1, (case, host, counter)
+    for host in before:
         assert before[host] == after[host], "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (
             case, host, before[host], after[host])

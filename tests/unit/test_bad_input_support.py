@@ -26,9 +26,9 @@ SAME = {"deb12-x": "a", "deb13-x": "b"}
 EXPECT = ["node_baseline_cluster_name is 'Lab Cluster'"]
 
 
-def _check(rc=2, out=GOOD_RUN, expect=None, before=None, after=None):
+def _check(rc=2, out=GOOD_RUN, expect=None, before=None, after=None, run_hosts=None):
     assert_refused_before_change("case", rc, out, ["node_baseline"], EXPECT if expect is None else expect,
-                                 before or SAME, after or SAME)
+                                 before or SAME, after or SAME, run_hosts)
 
 
 def test_a_refused_run_passes():
@@ -90,3 +90,12 @@ def test_a_host_missing_from_the_recap_fails():
     out = "\n".join(line for line in GOOD_RUN.splitlines() if not line.startswith("deb13-x "))
     with pytest.raises(AssertionError, match="not in the play recap"):
         _check(out=out)
+
+
+def test_a_host_outside_the_run_is_only_held_unchanged():
+    before = dict(SAME, spare="c")
+    _check(before=before, after=dict(before), run_hosts=["deb12-x", "deb13-x"])
+    with pytest.raises(AssertionError, match="changed spare"):
+        _check(before=before, after=dict(before, spare="d"), run_hosts=["deb12-x", "deb13-x"])
+    with pytest.raises(AssertionError, match="spare is not in the play recap"):
+        _check(before=before, after=dict(before))

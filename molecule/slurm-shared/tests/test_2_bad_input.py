@@ -42,4 +42,7 @@ def test_bad_input_fails_in_preflight(scenario, tmp_path, name, inventory, extra
     rc, out = scenario.converge(tmp_path, extra_inventory=inventory(scenario) if inventory else None,
                                 extra_vars=dict(CHANGES, **extra))
     after = {h: snapshot(h, WATCHED, ALSO) for h in scenario.instances}
-    assert_refused_before_change(name, rc, out, ["slurm"], [text.format(**names) for text in expect], before, after)
+    # the spare node (slurm_spare, for the add-node test) is not in the run, and must stay untouched too
+    in_run = [h for h in scenario.instances if h not in scenario.groups.get("slurm_spare", [])]
+    assert_refused_before_change(name, rc, out, ["slurm"], [text.format(**names) for text in expect], before, after,
+                                 run_hosts=in_run)
