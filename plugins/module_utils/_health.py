@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
+from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import DEFAULT_INPUT_MAX_BYTES, read_bounded
 
 CONFIG_DEFAULTS = {
     "node": None,
@@ -40,9 +41,25 @@ CONFIG_DEFAULTS = {
         "all_reduce_perf": "all_reduce_perf",
     },
     "timeouts": {"command_s": 30, "dcgm_s": 1800, "nccl_s": 900},
+    # input_max_bytes: the largest tool output or bundle file read; a larger one is unreadable (unknown), never
+    # parsed in part. clock_skew_s: how far a capture time or a kernel log stamp may lie ahead of the clock.
+    "limits": {"input_max_bytes": DEFAULT_INPUT_MAX_BYTES, "clock_skew_s": 300},
     "state_file": "/var/lib/gpucluster-health/state.json",
+    # Counters saved longer ago than this are not compared with (a rising counter needs a recent baseline).
+    "state_max_age_s": 1800,
     "slurm": {"max_drained_share": 0.1},
 }
+
+# Inputs whose content cannot show that it was cut short or replaced: any text is a valid kernel log. Their failure
+# (a non-zero exit, a timeout, an unreadable file) and their absence are still unknown; only their content is
+# taken as it comes.
+CONTENT_UNVERIFIABLE = ("kernel",)
+# Non-zero exits that are an answer, not a failure: systemctl is-active prints the state and exits 3 when inactive.
+_ANSWER_EXITS = {"fabricmanager": (0, 1, 2, 3, 4)}
+_SYSTEMCTL_STATES = ("active", "inactive", "failed", "activating", "deactivating", "reloading", "maintenance",
+                     "refreshing", "unknown")
+# The oldest capture time taken as real (before it, a bundle's clock was not set).
+_EARLIEST_CAPTURE = 1262304000  # 2010-01-01T00:00:00Z
 
 # name, bundle file, lowest level at which the checks need it
 INPUTS = (
@@ -128,6 +145,17 @@ def _validate_config(config, origin):
     ignore = (config.get("xid") or {}).get("ignore") or []
     if not all(isinstance(code, int) and not isinstance(code, bool) for code in ignore):
         raise ValueError("%s: xid.ignore must be a list of Xid numbers, not %r" % (origin, ignore))
+    limits = config.get("limits")
+    if not isinstance(limits, dict) or set(limits) - set(CONFIG_DEFAULTS["limits"]):
+        raise ValueError("%s: limits must be a mapping with the keys %s, not %r" % (
+            origin, ", ".join(sorted(CONFIG_DEFAULTS["limits"])), limits))
+    for key, lowest in (("input_max_bytes", 1), ("clock_skew_s", 0)):
+        value = limits.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise ValueError("%s: limits.%s must be a whole number >= %d, not %r" % (origin, key, lowest, value))
+    age = config.get("state_max_age_s")
+    if isinstance(age, bool) or not isinstance(age, (int, float)) or age <= 0:
+        raise ValueError("%s: state_max_age_s must be a positive number of seconds, not %r" % (origin, age))
 
 
 def _deep_copy(value):
@@ -143,21 +171,36 @@ def _deep_update(base, extra):
 
 
 def _wanted(name, config, level):
-    """Whether an input is needed at this level with this config (no NVLink call on PCIe-only nodes, ...)."""
+    """Whether an input is needed at this level with this config (no NVLink call on PCIe-only nodes, ...).
+
+    An expected count of 0 says the node has none (no call); an expectation left out reads the input anyway, so
+    that a node checked without a config is still judged on what needs no expected value (an inactive NVLink, a
+    port Down or Polling).
+    """
     expected = config.get("expected") or {}
     allowed = checks.LEVELS[:checks.LEVELS.index(level) + 1]
     input_level = dict((n, lvl) for n, _f, lvl in INPUTS)[name]
     if input_level not in allowed:
         return False
     if name in ("nvlink", "nvlink_errors"):
-        return bool(expected.get("nvlinks_per_gpu"))
+        return expected.get("nvlinks_per_gpu") != 0
     if name == "fabricmanager":
         return bool(expected.get("nvswitch"))
     if name == "ib":
-        return bool(expected.get("ib_port_count") or expected.get("ib_rate_gbps"))
+        return expected.get("ib_port_count") != 0
     if name == "nccl":
         return bool((config.get("thresholds") or {}).get("nccl_busbw_min_gbps"))
     return True
+
+
+def _optional(name, config):
+    """Inputs read without an expectation: their absence on the node (no NVLink, no HCA) is no finding."""
+    expected = config.get("expected") or {}
+    if name in ("nvlink", "nvlink_errors"):
+        return not expected.get("nvlinks_per_gpu")
+    if name == "ib":
+        return not (expected.get("ib_port_count") or expected.get("ib_rate_gbps"))
+    return False
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -185,7 +228,7 @@ def _parse(name, text, bundle_path=None, since_epoch=None, level="quick"):
         from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
         return _kernlog.parse_kernel_log(text, since_epoch=since_epoch)
     if name == "fabricmanager":
-        return text.strip().splitlines()[0].strip() if text.strip() else "unknown"
+        return text.strip().splitlines()[0].strip() if text.strip() else None
     if name == "dcgm":
         from ansible_collections.gpucluster.ops.plugins.module_utils import _dcgm
         return _dcgm.parse_dcgmi_diag(text)
@@ -193,6 +236,10 @@ def _parse(name, text, bundle_path=None, since_epoch=None, level="quick"):
         from ansible_collections.gpucluster.ops.plugins.module_utils import _nccl
         return _nccl.parse_all_reduce(text)
     raise KeyError(name)
+
+
+def _max_bytes(config):
+    return int(((config or {}).get("limits") or {}).get("input_max_bytes") or DEFAULT_INPUT_MAX_BYTES)
 
 
 def xid_catalog():
@@ -210,60 +257,111 @@ _NVSMI_FALLBACKS = ("nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-query.cs
 _DCGM_FALLBACKS = ("dcgmi-diag.json", "dcgmi-diag.txt")
 
 
-def _read_text(path):
-    with open(path, "rb") as handle:
-        return handle.read().decode("utf-8", "replace")
+def _read_text(path, max_bytes=DEFAULT_INPUT_MAX_BYTES):
+    """A bundle or ``file:`` input as text; ``IOError`` with the reason when it is not a readable regular file."""
+    data, why = read_bounded(path, max_bytes)
+    if data is None:
+        raise IOError("%s %s" % (path, why))
+    return data.decode("utf-8", "replace")
 
 
-def _bundle_failure(path):
+def _bundle_failure(path, max_bytes):
     """(rc, stderr) recorded beside a bundle file, or None when the command succeeded or left no record."""
     rc_path, err_path = path + ".rc", path + ".stderr"
     rc = None
-    if os.path.exists(rc_path):
+    if os.path.lexists(rc_path):
         try:
-            rc = int(_read_text(rc_path).strip() or "0")
-        except ValueError:
+            rc = int(_read_text(rc_path, 64).strip() or "0")
+        except (ValueError, IOError, OSError):
             rc = -1
-    stderr = _read_text(err_path) if os.path.exists(err_path) else ""
-    if rc in (None, 0) and not (stderr and not os.path.exists(path)):
+    stderr = ""
+    if os.path.lexists(err_path):
+        try:
+            stderr = _read_text(err_path, max_bytes)
+        except (IOError, OSError) as error:
+            stderr = str(error)
+    if rc in (None, 0) and not (stderr and not os.path.lexists(path)):
         return None
     return {"rc": rc, "stderr": stderr}
 
 
 def _bundle_file(bundle, name, filename):
     candidates = {"nvsmi": _NVSMI_FALLBACKS, "dcgm": _DCGM_FALLBACKS}.get(name, (filename,))
-    if name == "ib" and not os.path.isdir(os.path.join(bundle, filename)):
+    if name == "ib" and not os.path.lexists(os.path.join(bundle, filename)):
         candidates = ("ibstat.txt",)
     for candidate in candidates:
         path = os.path.join(bundle, candidate)
-        if os.path.exists(path) or os.path.exists(path + ".rc") or os.path.exists(path + ".stderr"):
+        if os.path.lexists(path) or os.path.lexists(path + ".rc") or os.path.lexists(path + ".stderr"):
             return path
     return None
 
 
+def accept_input(snapshot, name, rc, out, err, parsed):
+    """Put one collected or replayed input into the snapshot: the same rule for the live node and for a bundle.
+
+    A command that failed (non-zero exit, timeout, killed, an unreadable file: ``rc`` other than 0) is recorded in
+    ``failures`` and so is ``unknown`` at best; what it printed before failing is still judged (an error it shows
+    counts) and the input is marked ``partial``, so that every expected GPU, link or port missing from it is a
+    finding, never silently absent. The exception is a non-zero exit that is the tool's answer, and an output that
+    itself explains the exit (``dcgmi diag`` reporting a failed test, ``nvidia-smi`` naming a lost GPU).
+    """
+    failed = rc != 0 and not (rc in _ANSWER_EXITS.get(name, ()) and parsed in _SYSTEMCTL_STATES)
+    content = _has_content(parsed)
+    if failed and not _explains_failure(name, parsed):
+        snapshot["failures"][name] = {"rc": rc, "stderr": err or (out or "")[-400:]}
+    if failed and not content:
+        snapshot[name] = None
+        return
+    snapshot[name] = parsed
+    if failed or (isinstance(parsed, dict) and parsed.get("unreadable")):
+        snapshot.setdefault("partial", {})[name] = True
+
+
+def _explains_failure(name, parsed):
+    """Whether a failed tool's output says why it failed, so the failure itself is no extra finding."""
+    if not isinstance(parsed, dict) or parsed.get("unreadable"):
+        return False
+    if name == "dcgm":
+        return any(r.get("status") == "fail" for r in parsed.get("results") or []) or bool(parsed.get("errors"))
+    if name in ("nvsmi", "nvlink", "nvlink_errors", "nccl"):
+        return bool(parsed.get("errors"))
+    return False
+
+
 def replay(bundle, config, level):
-    """Snapshot from a bundle directory. Time windows count back from the bundle's capture time."""
+    """Snapshot from a bundle directory. Time windows count back from the bundle's capture time.
+
+    Every file is read with the input cap and only when it is a regular file (``sys-class-infiniband/`` is a
+    directory by design); anything else is an input that could not be read, so ``unknown``.
+    """
     snapshot = {"failures": {}, "missing": []}
     if not os.path.isdir(bundle):
         raise ValueError("%s is not a directory" % bundle)
+    max_bytes = _max_bytes(config)
     for name, filename, _lvl in INPUTS:
         if not _wanted(name, config, level):
             continue
         path = _bundle_file(bundle, name, filename)
         if path is None:
-            snapshot["missing"].append(filename)
+            if not _optional(name, config):
+                snapshot["missing"].append(filename)
             continue
-        failure = _bundle_failure(path)
-        if os.path.isdir(path):
-            snapshot[name] = _parse(name, "", bundle_path=path, level=level)
-        elif os.path.exists(path):
-            snapshot[name] = _parse(name, _read_text(path), bundle_path=path, level=level)
-        # A tool that exits non-zero but printed what it found (dcgmi diag with a failing test, nvidia-smi naming
-        # a lost GPU) is judged on its output; one that printed nothing usable failed.
-        if failure and not _has_content(snapshot.get(name)):
-            snapshot["failures"][name] = failure
-            snapshot[name] = None
-    snapshot["now"] = _capture_time(bundle, snapshot)
+        failure = _bundle_failure(path, max_bytes)
+        rc, err = (failure["rc"], failure["stderr"]) if failure else (0, "")
+        out, parsed = "", None
+        if name == "ib" and os.path.isdir(path) and not os.path.islink(path):
+            parsed = _parse(name, "", bundle_path=path, level=level)
+        elif os.path.lexists(path):
+            try:
+                out = _read_text(path, max_bytes)
+            except (IOError, OSError) as error:
+                rc, err = (rc if rc not in (0, None) else -1), str(error)
+            else:
+                parsed = _parse(name, out, bundle_path=path, level=level)
+        elif rc in (0, None):
+            rc = -1
+        accept_input(snapshot, name, -1 if rc is None else rc, out, err, parsed)
+    snapshot["now"] = _capture_time(bundle, snapshot, config)
     return snapshot
 
 
@@ -274,16 +372,40 @@ def _has_content(parsed):
                 or parsed.get("results") or parsed.get("rows"))
 
 
-def _capture_time(bundle, snapshot):
+def _capture_time(bundle, snapshot, config):
+    """The epoch the bundle's time windows count back from, or None when it cannot be trusted.
+
+    ``captured_at`` that cannot be parsed, lies ahead of this machine's clock, lies before 2010, or lies before
+    the bundle's own newest kernel log stamp is a finding (``unknown``) and the windows are not applied: no Xid or
+    flap is dropped on a wrong clock. Without ``captured_at``, the newest kernel log stamp is used.
+    """
     path = os.path.join(bundle, "captured_at")
-    if os.path.exists(path):
-        parsed = _parse_iso(_read_text(path).strip())
-        if parsed is not None:
-            return parsed
     latest = (snapshot.get("kernel") or {}).get("latest_epoch")
-    if latest:
-        return latest
-    return time.time()
+    skew = int(((config or {}).get("limits") or {}).get("clock_skew_s", 300))
+    if not os.path.lexists(path):
+        return latest if latest else None
+    try:
+        text = _read_text(path, 256).strip()
+    except (IOError, OSError) as error:
+        return _time_problem(snapshot, "captured_at cannot be read: %s" % error)
+    parsed = _parse_iso(text)
+    if parsed is None:
+        return _time_problem(snapshot, "captured_at %r is not an ISO 8601 time" % text[:60])
+    if parsed > time.time() + skew:
+        return _time_problem(snapshot, "captured_at %s lies in the future (this machine's clock: %s)" % (
+            _iso(parsed), _iso(time.time())))
+    if parsed < _EARLIEST_CAPTURE:
+        return _time_problem(snapshot, "captured_at %s lies before 2010: the capturing node's clock was not set" %
+                             _iso(parsed))
+    if latest and latest > parsed + skew:
+        return _time_problem(snapshot, "captured_at %s lies before the kernel log's newest stamp %s" % (
+            _iso(parsed), _iso(latest)))
+    return parsed
+
+
+def _time_problem(snapshot, message):
+    snapshot.setdefault("time_problems", []).append(message)
+    return None
 
 
 def _parse_iso(text):
@@ -298,7 +420,10 @@ def _parse_iso(text):
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
+    try:
+        return moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -306,27 +431,74 @@ def _parse_iso(text):
 # --------------------------------------------------------------------------------------------------------------
 
 class Runner(object):
-    """Runs commands with a timeout in the C locale and counts them."""
+    """Runs commands with a timeout and an output cap in the C locale and counts them."""
 
-    def __init__(self, run_command=None):
+    def __init__(self, run_command=None, max_bytes=DEFAULT_INPUT_MAX_BYTES):
         self.calls = 0
         self._run_command = run_command
+        self.max_bytes = max_bytes
 
     def run(self, argv, timeout):
-        """Return (rc, stdout, stderr); a missing program is rc 127, a timeout rc 124."""
+        """Return (rc, stdout, stderr); a missing program is rc 127, a timeout rc 124 with what it printed before,
+        an output over the cap rc 125 (the program is killed, nothing of its output is used)."""
         self.calls += 1
         if self._run_command is not None:
             return self._run_command(argv, timeout)
         env = dict(os.environ, LC_ALL="C", LANG="C")
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=env,
-                                  check=False)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env)
         except OSError as error:
             return 127, "", "%s: %s" % (argv[0], error.strerror or error)
-        except subprocess.TimeoutExpired:
-            return 124, "", "%s did not finish within %d s (a hung GPU or driver makes nvidia-smi hang)" % (
-                " ".join(argv), timeout)
-        return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+        out, err, why = _read_process(proc, timeout, self.max_bytes)
+        if why == "timeout":
+            return 124, out, "%s did not finish within %d s (a hung GPU or driver makes nvidia-smi hang)%s" % (
+                " ".join(argv), timeout, (": " + err.strip()[:200]) if err.strip() else "")
+        if why == "cap":
+            return 125, "", "%s printed more than the %d-byte input cap (limits.input_max_bytes): killed" % (
+                " ".join(argv), self.max_bytes)
+        return proc.returncode, out, err
+
+
+def _read_process(proc, timeout, max_bytes):
+    """Read a process's stdout and stderr with a deadline and a cap: (stdout, stderr, None | "timeout" | "cap")."""
+    import selectors  # pylint: disable=import-outside-toplevel
+    deadline = time.monotonic() + timeout
+    buffers = {proc.stdout: [], proc.stderr: []}
+    sizes = {proc.stdout: 0, proc.stderr: 0}
+    why = None
+    with selectors.DefaultSelector() as selector:
+        for stream in buffers:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = "timeout"
+                break
+            for key, _events in selector.select(min(left, 1.0)):
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffers[key.fileobj].append(chunk)
+                sizes[key.fileobj] += len(chunk)
+                if sizes[key.fileobj] > max_bytes:
+                    why = "cap"
+                    break
+            if why:
+                break
+    if why:
+        proc.kill()
+    try:
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()) if not why else 5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        why = why or "timeout"
+    for stream in buffers:
+        stream.close()
+    return (b"".join(buffers[proc.stdout]).decode("utf-8", "replace"),
+            b"".join(buffers[proc.stderr]).decode("utf-8", "replace"), why)
 
 
 def _command(name, config):
@@ -364,6 +536,7 @@ def collect(config, level, runner, collect_dir=None):
     """Snapshot from the live node; with collect_dir, also write every output as a replay bundle."""
     snapshot = {"failures": {}, "missing": []}
     now = time.time()
+    max_bytes = _max_bytes(config)
     for name, filename, _lvl in INPUTS:
         if not (_wanted(name, config, level) or (collect_dir and name != "nccl" and name != "dcgm")):
             continue
@@ -373,24 +546,27 @@ def collect(config, level, runner, collect_dir=None):
         file_source = {"kernel": config["sources"]["kernel_log"],
                        "fabricmanager": config["sources"]["fabricmanager_state"]}.get(name, "")
         if file_source.startswith("file:"):
-            rc, out, err = _read_file_source(file_source[len("file:"):])
+            rc, out, err = _read_file_source(file_source[len("file:"):], max_bytes)
         else:
             rc, out, err = runner.run(_command(name, config), _timeout(name, config))
         if collect_dir:
             _write_bundle_file(collect_dir, filename, out, rc, err)
         since = now - int((config.get("xid") or {}).get("window_s") or 86400) if name == "kernel" else None
         parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
-        if rc != 0 and not _has_content(parsed):
-            snapshot["failures"][name] = {"rc": rc, "stderr": err or out}
-            snapshot[name] = None
-        else:
-            snapshot[name] = parsed
+        if name in ("nvlink", "nvlink_errors") and _optional(name, config) and rc != 0 and not _has_content(parsed):
+            continue  # no expectation and nothing to read: a node without NVLink
+        accept_input(snapshot, name, rc, out, err, parsed)
     if collect_dir:
         for filename, argv in EXTRA_COLLECT:
             rc, out, err = runner.run(argv(config), _timeout("extra", config))
             _write_bundle_file(collect_dir, filename, out, rc, err)
         _write(os.path.join(collect_dir, "captured_at"), _iso(now) + "\n")
     snapshot["now"] = now
+    latest = (snapshot.get("kernel") or {}).get("latest_epoch")
+    skew = int((config.get("limits") or {}).get("clock_skew_s", 300))
+    if latest and latest > now + skew:
+        _time_problem(snapshot, "the kernel log's newest stamp %s lies ahead of this node's clock %s" % (
+            _iso(latest), _iso(now)))
     return snapshot
 
 
@@ -399,21 +575,23 @@ def _collect_ib(snapshot, config, level, runner, collect_dir):
     from ansible_collections.gpucluster.ops.plugins.module_utils import _ib
     root = config["sources"]["sys_class_infiniband"]
     if os.path.isdir(root):
-        snapshot["ib"] = _ib.read_sys_class_infiniband(root, counters=level != "quick" or bool(collect_dir))
+        parsed = _ib.read_sys_class_infiniband(root, counters=level != "quick" or bool(collect_dir))
         if collect_dir:
             _copy_sysfs(root, os.path.join(collect_dir, "sys-class-infiniband"))
+        accept_input(snapshot, "ib", 0, "", "", parsed)
         return
+    if _optional("ib", config):
+        return  # no HCA and no expectation of one
     rc, out, err = runner.run([config["sources"]["ibstat"]], _timeout("ib", config))
     if collect_dir:
         _write_bundle_file(collect_dir, "ibstat.txt", out, rc, err)
-    snapshot["ib"] = _ib.parse_ibstat(out) if out else None
-    if rc != 0:
-        snapshot["failures"]["ib"] = {"rc": rc, "stderr": err or ("%s does not exist and ibstat failed" % root)}
+    parsed = _ib.parse_ibstat(out) if out else None
+    accept_input(snapshot, "ib", rc, out, err or ("%s does not exist and ibstat failed" % root), parsed)
 
 
-def _read_file_source(path):
+def _read_file_source(path, max_bytes=DEFAULT_INPUT_MAX_BYTES):
     try:
-        return 0, _read_text(path), ""
+        return 0, _read_text(path, max_bytes), ""
     except (IOError, OSError) as error:
         return 1, "", "cannot read %s: %s" % (path, error)
 
@@ -472,8 +650,8 @@ def _iso(epoch):
 # --------------------------------------------------------------------------------------------------------------
 
 def counters_of(snapshot):
-    """The counters the next run compares against."""
-    state = {"nvlink_errors": {}, "ib_counters": {}}
+    """The counters the next run compares against, with the time they were read."""
+    state = {"saved_at": snapshot.get("now") or time.time(), "nvlink_errors": {}, "ib_counters": {}}
     for gpu in (snapshot.get("nvlink_errors") or {}).get("gpus") or []:
         for link in gpu.get("links") or []:
             state["nvlink_errors"]["gpu%s/link%s" % (gpu.get("index"), link.get("link"))] = dict(
@@ -487,14 +665,28 @@ def counters_of(snapshot):
     return state
 
 
-def load_state(path):
-    """Counters of the previous run, or {} when there is none or it cannot be read."""
+def load_state(path, max_age_s=None, now=None):
+    """Counters of the previous run, or {} when there is none, it cannot be read, or it is not current: saved more
+    than ``max_age_s`` ago, in the future, or without a time. Returns (state, note or None)."""
+    data, why = read_bounded(path, 16 * 1024 * 1024)
+    if data is None:
+        return {}, (None if not os.path.lexists(path) else "%s %s" % (path, why))
     try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (IOError, OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        state = json.loads(data.decode("utf-8", "replace"))
+    except ValueError as error:
+        return {}, "%s is not JSON (%s)" % (path, error)
+    if not isinstance(state, dict):
+        return {}, "%s does not hold a mapping" % path
+    if max_age_s is None:
+        return state, None
+    now = time.time() if now is None else now
+    saved = state.get("saved_at")
+    if isinstance(saved, bool) or not isinstance(saved, (int, float)):
+        return {}, "%s has no saved_at time: its counters are not compared with" % path
+    if saved > now + 300 or now - saved > max_age_s:
+        return {}, "%s was saved at %s, not within %d s of now (%s): its counters are not compared with" % (
+            path, _iso(saved), max_age_s, _iso(now))
+    return state, None
 
 
 def save_state(path, snapshot):
@@ -521,6 +713,9 @@ def evaluate(snapshot, config, level, source):
         data = snapshot.get(name)
         if isinstance(data, dict):
             unreadable.extend({"input": name, "detail": note} for note in data.get("unreadable") or [])
+    for name, failure in sorted((snapshot.get("failures") or {}).items()):
+        unreadable.append({"input": name, "detail": "rc %s: %s" % (failure.get("rc"),
+                                                                   checks.first_line(failure.get("stderr")))})
     gpus = [{"index": g.get("index"), "bus_id": g.get("bus_id"), "uuid": g.get("uuid"), "name": g.get("name")}
             for g in ((snapshot.get("nvsmi") or {}).get("gpus") or [])]
     return {
@@ -535,6 +730,7 @@ def evaluate(snapshot, config, level, source):
         "findings": findings,
         "unreadable": unreadable,
         "missing_inputs": snapshot.get("missing") or [],
+        "notes": snapshot.get("notes") or [],
     }
 
 
@@ -603,7 +799,7 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
     level = level or config.get("level") or "quick"
     if level not in checks.LEVELS:
         raise ValueError("level must be one of %s, not %r" % (", ".join(checks.LEVELS), level))
-    runner = runner or Runner()
+    runner = runner or Runner(max_bytes=_max_bytes(config))
     if from_dir:
         snapshot = replay(from_dir, config, level)
         source = "replay of %s" % from_dir
@@ -614,7 +810,9 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
         source = "live"
     state_file = config.get("state_file")
     if use_state and state_file and not from_dir and level != "quick":
-        snapshot["previous"] = load_state(state_file)
+        snapshot["previous"], note = load_state(state_file, config.get("state_max_age_s"), snapshot.get("now"))
+        if note:
+            snapshot.setdefault("notes", []).append(note)
     result = evaluate(snapshot, config, level, source)
     if use_state and state_file and not from_dir and level != "quick":
         try:
@@ -623,3 +821,5 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
             result["unreadable"].append({"input": "state", "detail": "cannot save %s: %s" % (state_file, error)})
     result["tool_calls"] = runner.calls
     return result, runner
+
+

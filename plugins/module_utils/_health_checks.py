@@ -137,7 +137,7 @@ def check_driver(snapshot, config):
     failure = (snapshot.get("failures") or {}).get("nvsmi")
     if nvsmi is None:
         if failure:
-            why = "rc %s: %s" % (failure.get("rc"), _first_line(failure.get("stderr")))
+            why = "rc %s: %s" % (failure.get("rc"), first_line(failure.get("stderr")))
             found.append(finding("driver", "GPU-NVSMI-FAILED", "error", "node", "nvidia-smi did not run: " + why,
                                  "check that the NVIDIA driver and nvidia-smi are installed; " + _ACTIONS["reboot"]))
         return found
@@ -169,31 +169,45 @@ def _version_matches(have, want):
     return have == want or have.startswith(want + ".")
 
 
-def _first_line(text):
+def first_line(text):
+    """The first non-blank line of a tool's output, stripped and cut to 200 characters."""
     for line in (text or "").splitlines():
         if line.strip():
             return line.strip()[:200]
     return "(no output)"
 
 
+_first_line = first_line
+
+
 def check_inventory(snapshot, config):
-    """GPU count and model against what the inventory expects; GPUs the driver lost."""
+    """GPU count and model against what the inventory expects; GPUs the driver lost; no inventory at all."""
     nvsmi = snapshot.get("nvsmi")
     if nvsmi is None:
         return []
     found = []
     gpus = _gpus(snapshot)
     expected = _expected(config)
+    partial = _partial(snapshot, "nvsmi")
     lost = [e for e in nvsmi.get("errors") or [] if e.get("kind") == "device_handle"]
     for error in lost:
         found.append(finding("inventory", "GPU-FALLEN-OFF-BUS", "error", error.get("bus_id") or "node",
                              "the driver cannot reach the GPU at %s: %s" % (error.get("bus_id") or "?",
                                                                             error.get("message", "")),
                              _ACTIONS["reboot"] + "; if it stays lost after the reboot, " + _ACTIONS["rma"]))
+    if not gpus and not nvsmi.get("errors"):
+        found.append(finding("inventory", "CHECK-NO-GPU-INVENTORY", "unknown", "node",
+                             "nvidia-smi listed no GPU and said nothing about why: nothing to judge",
+                             "run nvidia-smi -q -x by hand on the node"))
     want_count = expected.get("gpu_count")
     if isinstance(want_count, int) and not isinstance(want_count, bool):
         have = len(gpus)
-        if have < want_count and not lost:
+        if have < want_count and partial and not lost:
+            found.append(finding("inventory", "CHECK-INPUT-PARTIAL", "unknown", "nvsmi",
+                                 "only %d of %d expected GPU(s) are in nvidia-smi's output, which %s" % (
+                                     have, want_count, _partial_why(snapshot, "nvsmi")),
+                                 "run nvidia-smi -q -x by hand; a hung nvidia-smi is often a wedged GPU"))
+        elif have < want_count and not lost:
             found.append(finding("inventory", "GPU-COUNT-LOW", "error", "node",
                                  "%d GPU(s) visible, %d expected" % (have, want_count),
                                  "look for a GPU missing from lspci or fallen off the bus; " + _ACTIONS["reboot"]))
@@ -209,6 +223,27 @@ def check_inventory(snapshot, config):
                                  "%s is a %s, %s expected" % (_gpu_label(gpu), gpu["name"], want_model),
                                  "correct the node's group in the inventory, or the hardware"))
     return found
+
+
+def _partial(snapshot, name):
+    """Whether an input's command failed or its output was cut short (what is missing from it is unknown)."""
+    return bool((snapshot.get("partial") or {}).get(name)) or name in (snapshot.get("failures") or {})
+
+
+def _partial_why(snapshot, name):
+    failure = (snapshot.get("failures") or {}).get(name)
+    if failure:
+        return "failed (rc %s: %s)" % (failure.get("rc"), first_line(failure.get("stderr")))
+    return "could not be read in full"
+
+
+def _expected_gpu_indices(snapshot, config):
+    """The GPU indices an NVLink output must cover: nvidia-smi's inventory, else 0..gpu_count-1."""
+    indices = [g.get("index") for g in _gpus(snapshot) if isinstance(g.get("index"), int)]
+    if indices:
+        return sorted(set(indices))
+    count = _expected(config).get("gpu_count")
+    return list(range(count)) if isinstance(count, int) and not isinstance(count, bool) else []
 
 
 def _model_matches(name, want):
@@ -457,23 +492,32 @@ def check_fabric(snapshot, config):
 # --------------------------------------------------------------------------------------------------------------
 
 def check_nvlink(snapshot, config):
-    """Links per GPU present and active."""
+    """Links per GPU present and active; without an expected count, inactive links only.
+
+    Every GPU of the inventory must appear in the output: one missing from it is ``unknown``, and so is a link
+    count short of the expected one when the command failed or was cut short (the rest of the output was lost).
+    """
     expected = _expected(config)
     want = expected.get("nvlinks_per_gpu")
     nvlink = snapshot.get("nvlink")
-    if not want or nvlink is None:
+    if nvlink is None or want == 0:
         return []
     found = []
+    partial = _partial(snapshot, "nvlink")
     for error in nvlink.get("errors") or []:
         if error.get("kind") == "all_inactive":
             found.append(finding("nvlink", "GPU-NVLINK-INACTIVE", "error", "node",
                                  "every NVLink is inactive: %s" % error.get("message", ""),
                                  "check nvidia-fabricmanager and the NVSwitch trays; " + _ACTIONS["reboot"]))
     gpus = nvlink.get("gpus") or []
-    if not gpus and not nvlink.get("errors"):
+    if want and not gpus and not nvlink.get("errors") and not partial:
         found.append(finding("nvlink", "GPU-NVLINK-COUNT", "error", "node",
                              "nvidia-smi nvlink reports no links, %d per GPU expected" % want, _ACTIONS["reboot"]))
+    if nvlink.get("errors") and not gpus:
+        return found
+    seen = set()
     for gpu in gpus:
+        seen.add(gpu.get("index"))
         target = "gpu%s" % gpu.get("index", "?")
         links = gpu.get("links") or []
         inactive = [link.get("link") for link in links if not link.get("active")]
@@ -482,10 +526,22 @@ def check_nvlink(snapshot, config):
                                  "GPU %s NVLink(s) %s inactive" % (gpu.get("index", "?"),
                                                                    ", ".join(str(i) for i in inactive)),
                                  _ACTIONS["reset"] + "; if the link stays down, " + _ACTIONS["rma"]))
-        if len(links) < want:
+        if want and len(links) < want and partial:
+            found.append(finding("nvlink", "CHECK-INPUT-PARTIAL", "unknown", target,
+                                 "GPU %s shows %d of %d NVLinks in output that %s" % (
+                                     gpu.get("index", "?"), len(links), want, _partial_why(snapshot, "nvlink")),
+                                 "run nvidia-smi nvlink -s by hand"))
+        elif want and len(links) < want:
             found.append(finding("nvlink", "GPU-NVLINK-COUNT", "error", target,
                                  "GPU %s has %d NVLink(s), %d expected" % (gpu.get("index", "?"), len(links), want),
                                  _ACTIONS["reboot"]))
+    if want or partial:
+        for index in _expected_gpu_indices(snapshot, config):
+            if index not in seen:
+                found.append(finding("nvlink", "CHECK-INPUT-PARTIAL", "unknown", "gpu%s" % index,
+                                     "GPU %s is missing from the output of nvidia-smi nvlink -s%s" % (
+                                         index, (", which " + _partial_why(snapshot, "nvlink")) if partial else ""),
+                                     "run nvidia-smi nvlink -s by hand"))
     return found
 
 
@@ -494,15 +550,26 @@ _NVLINK_COUNTERS = (("replay", "nvlink_replay_warn"), ("recovery", "nvlink_recov
 
 
 def check_nvlink_errors(snapshot, config):
-    """NVLink error counters: above an absolute threshold, or rising since the previous run."""
+    """NVLink error counters: above an absolute threshold, or rising since the previous run.
+
+    Every GPU of the inventory and every link that ``nvlink -s`` showed must have its counters here; one missing
+    is ``unknown``.
+    """
     data = snapshot.get("nvlink_errors")
-    if data is None:
+    if data is None or _expected(config).get("nvlinks_per_gpu") == 0:
         return []
     found = []
     limits = merged_thresholds(config)
     previous = (snapshot.get("previous") or {}).get("nvlink_errors") or {}
+    partial = _partial(snapshot, "nvlink_errors")
+    status_links = {g.get("index"): {l.get("link") for l in g.get("links") or []}
+                    for g in (snapshot.get("nvlink") or {}).get("gpus") or []}
+    seen = set()
     for gpu in data.get("gpus") or []:
+        seen.add(gpu.get("index"))
+        have_links = set()
         for link in gpu.get("links") or []:
+            have_links.add(link.get("link"))
             key = "gpu%s/link%s" % (gpu.get("index", "?"), link.get("link", "?"))
             counters = link.get("counters") or {}
             for name, limit_key in _NVLINK_COUNTERS:
@@ -516,6 +583,20 @@ def check_nvlink_errors(snapshot, config):
                     found.append(finding("nvlink", "GPU-NVLINK-ERRORS", "warning", key,
                                          "%s %s error counter is %d and %s" % (key, name, value, how),
                                          "watch it; if it keeps rising, " + _ACTIONS["reset"]))
+        lacking = sorted(status_links.get(gpu.get("index"), set()) - have_links, key=lambda x: (x is None, x))
+        if lacking:
+            found.append(finding("nvlink", "CHECK-INPUT-PARTIAL", "unknown", "gpu%s" % gpu.get("index", "?"),
+                                 "nvidia-smi nvlink -e has no counters for GPU %s link(s) %s" % (
+                                     gpu.get("index", "?"), ", ".join(str(i) for i in lacking)),
+                                 "run nvidia-smi nvlink -e by hand"))
+    if data.get("gpus") or partial or _expected(config).get("nvlinks_per_gpu"):
+        for index in _expected_gpu_indices(snapshot, config):
+            if index not in seen and (index in status_links or not status_links):
+                found.append(finding("nvlink", "CHECK-INPUT-PARTIAL", "unknown", "gpu%s" % index,
+                                     "GPU %s is missing from the output of nvidia-smi nvlink -e%s" % (
+                                         index, (", which " + _partial_why(snapshot, "nvlink_errors"))
+                                         if partial else ""),
+                                     "run nvidia-smi nvlink -e by hand"))
     return found
 
 
@@ -601,24 +682,38 @@ def _ib_ports(snapshot, link_layer):
 
 
 def check_infiniband(snapshot, config):
-    """Port count, state, physical state and rate against the inventory."""
+    """Port count, state, physical state and rate against the inventory; without expected values, ports that are
+    Down or Polling (a port whose physical state is Disabled was switched off on purpose and is left alone)."""
     ib = snapshot.get("ib")
     expected = _expected(config)
-    if ib is None or not (expected.get("ib_port_count") or expected.get("ib_rate_gbps")):
+    if ib is None or expected.get("ib_port_count") == 0:
         return []
+    judged = bool(expected.get("ib_port_count") or expected.get("ib_rate_gbps"))
     found = []
     link_layer = expected.get("ib_link_layer", "InfiniBand")
     ports = _ib_ports(snapshot, link_layer)
     want = expected.get("ib_port_count")
+    partial = _partial(snapshot, "ib")
     if want and len(ports) < want:
-        found.append(finding("infiniband", "IB-PORT-COUNT", "error", "node",
-                             "%d %s port(s) found, %d expected" % (len(ports), link_layer, want),
-                             "check that every HCA is seen by lspci and its driver loaded (mlx5_core); "
-                             + _ACTIONS["investigate"]))
+        if partial:
+            found.append(finding("infiniband", "CHECK-INPUT-PARTIAL", "unknown", "node",
+                                 "%d of %d expected %s port(s) could be read; the input %s" % (
+                                     len(ports), want, link_layer, _partial_why(snapshot, "ib")),
+                                 "read /sys/class/infiniband (or run ibstat) by hand"))
+        else:
+            found.append(finding("infiniband", "IB-PORT-COUNT", "error", "node",
+                                 "%d %s port(s) found, %d expected" % (len(ports), link_layer, want),
+                                 "check that every HCA is seen by lspci and its driver loaded (mlx5_core); "
+                                 + _ACTIONS["investigate"]))
     rate_want = expected.get("ib_rate_gbps")
     for target, _device, port in ports:
         state, phys = port.get("state"), port.get("physical_state")
-        if state != "Active":
+        if not judged and phys == "Disabled":
+            continue
+        if state is None and phys is None:
+            found.append(finding("infiniband", "CHECK-INPUT-PARTIAL", "unknown", target,
+                                 "%s has no readable state" % target, "read the port's state by hand"))
+        elif state != "Active":
             found.append(finding("infiniband", "IB-PORT-DOWN", "error", target,
                                  "%s is %s (physical state %s)" % (target, state, phys),
                                  "check the cable, the switch port and the subnet manager"))
@@ -677,7 +772,7 @@ def check_ib_flaps(snapshot, config):
 # --------------------------------------------------------------------------------------------------------------
 
 def check_dcgm(snapshot, config):
-    """dcgmi diag results."""
+    """dcgmi diag results; a run with no test result at all is ``unknown``, never a pass."""
     dcgm = snapshot.get("dcgm")
     if dcgm is None:
         return []
@@ -686,7 +781,16 @@ def check_dcgm(snapshot, config):
         found.append(finding("dcgm", "DCGM-DIAG-INCOMPLETE", "unknown", "node",
                              "dcgmi diag did not complete: %s" % error.get("message", ""),
                              "check that nvidia-dcgm is running (dcgm role)"))
-    for result in dcgm.get("results") or []:
+    results = dcgm.get("results") or []
+    if not results and not dcgm.get("errors"):
+        found.append(finding("dcgm", "DCGM-DIAG-INCOMPLETE", "unknown", "node",
+                             "dcgmi diag gave no test result: nothing was tested",
+                             "run dcgmi diag -r 3 by hand; check that nvidia-dcgm is running (dcgm role)"))
+    elif results and all(r.get("status") not in ("pass", "fail", "warn") for r in results):
+        found.append(finding("dcgm", "DCGM-DIAG-INCOMPLETE", "unknown", "node",
+                             "dcgmi diag ran no test (%d result(s), all skipped or not run)" % len(results),
+                             "run dcgmi diag -r 3 by hand and look at why the tests were skipped"))
+    for result in results:
         status = result.get("status")
         if status not in ("fail", "warn"):
             continue
@@ -732,15 +836,20 @@ def check_nccl(snapshot, config):
 # --------------------------------------------------------------------------------------------------------------
 
 def check_unreadable(snapshot, config):
-    """Inputs that failed to run or parse become 'unknown' findings, so nothing is silently skipped."""
+    """Inputs that failed, were missing, could not be read or parsed, and capture times that cannot be trusted,
+    become ``unknown`` findings, so nothing is silently skipped."""
     found = []
     for name, failure in sorted((snapshot.get("failures") or {}).items()):
-        if name == "nvsmi":
-            continue  # check_driver judges nvidia-smi failures
+        if name == "nvsmi" and snapshot.get("nvsmi") is None:
+            continue  # check_driver judges an nvidia-smi that gave nothing
         found.append(finding("inputs", "CHECK-INPUT-FAILED", "unknown", name,
                              "%s could not be collected: rc %s: %s" % (name, failure.get("rc"),
-                                                                       _first_line(failure.get("stderr"))),
+                                                                       first_line(failure.get("stderr"))),
                              "install the tool or fix its path in the checker's config"))
+    for filename in snapshot.get("missing") or []:
+        found.append(finding("inputs", "CHECK-INPUT-MISSING", "unknown", filename,
+                             "the bundle has no %s, which this level and config need" % filename,
+                             "capture the bundle again with gpucluster-health --collect"))
     for name in ("nvsmi", "nvlink", "nvlink_errors", "ib", "kernel", "dcgm", "nccl"):
         data = snapshot.get(name)
         if not isinstance(data, dict):
@@ -749,6 +858,10 @@ def check_unreadable(snapshot, config):
             found.append(finding("inputs", "CHECK-UNREADABLE", "unknown", name,
                                  "could not read part of the %s input: %s" % (name, note),
                                  "report the tool output to the gpucluster.ops developers"))
+    for message in snapshot.get("time_problems") or []:
+        found.append(finding("inputs", "CHECK-CLOCK", "unknown", "node",
+                             message + "; time windows are not applied, every Xid and flap in the log counts",
+                             "set the node's clock (chrony) and capture again"))
     return found
 
 

@@ -20,7 +20,7 @@ import os
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
-    append_capped, clean_text, na_to_none, new_error, new_result, to_int,
+    append_capped, clean_text, na_to_none, new_error, new_result, read_bounded, to_int,
 )
 
 # Port states as ibstat prints them, keyed by the sysfs/ibstatus word and number.
@@ -233,12 +233,11 @@ def parse_ibstat(text):
 
 
 def read_sysfs_value(path, unreadable, what):
-    """Stripped content of a small sysfs file; ``None`` (and a note) when it is missing or cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_READ_LIMIT)
-    except (IOError, OSError) as exc:
-        append_capped(unreadable, "%s: cannot read (%s)" % (what, exc.strerror or exc.__class__.__name__))
+    """Stripped content of a small sysfs file; ``None`` (and a note) when it is missing, cannot be read, is not a
+    regular file (a FIFO or device in a replayed bundle) or is larger than a sysfs attribute can be."""
+    data, why = read_bounded(path, _READ_LIMIT)
+    if data is None:
+        append_capped(unreadable, "%s: %s" % (what, why))
         return None
     return data.decode("utf-8", "replace").strip()
 

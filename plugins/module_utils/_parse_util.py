@@ -21,14 +21,18 @@ Public helpers:
 - ``new_error(kind, message, **fields)``: an entry for a parser's ``errors`` list.
 - ``new_result(**keys)``: a result dict with empty ``errors`` and ``unreadable`` lists.
 - ``cap_notes(notes, limit)``: the first ``limit`` notes plus a count of the rest (keeps results small).
+- ``read_bounded(path, max_bytes)``: a regular file's bytes with a size cap, or the reason it cannot be read (a
+  FIFO, a device, a directory, a symlink loop, too large), in bounded time and memory.
 """
 
 import math
+import os
 import re
+import stat
 
 __all__ = [
-    "NA_VALUES", "cap_notes", "clean_text", "na_to_none", "new_error", "new_result", "normalize_bus_id", "split_key_value",
-    "strip_ansi", "strip_unit", "sum_or_none", "to_bool", "to_float", "to_int", "to_text",
+    "DEFAULT_INPUT_MAX_BYTES", "NA_VALUES", "cap_notes", "clean_text", "na_to_none", "new_error", "new_result", "normalize_bus_id", "split_key_value",
+    "read_bounded", "strip_ansi", "strip_unit", "sum_or_none", "to_bool", "to_float", "to_int", "to_text",
 ]
 
 # Values that mean "no value here" in nvidia-smi, DCGM and friends, compared lower-case with brackets removed.
@@ -267,3 +271,45 @@ def append_capped(items, message, limit=UNREADABLE_LIMIT):
         items[-1] = "... and %d more" % dropped
     else:
         items.append("... and 1 more")
+
+
+# The largest input the health checker reads by default: far above any real tool output (nvidia-smi -q -x of an
+# 8-GPU node is about 150 KiB, a day of a busy node's kernel log a few MiB), far below what costs seconds to parse.
+DEFAULT_INPUT_MAX_BYTES = 16 * 1024 * 1024
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_bounded(path, max_bytes=DEFAULT_INPUT_MAX_BYTES):
+    """``(bytes, None)`` for a regular file of at most ``max_bytes``, else ``(None, reason)`` (the reason without
+    the path: ``"is a FIFO, not a regular file"``); never blocks, never raises, reads at most ``max_bytes + 1`` bytes.
+
+    A FIFO, a device (``/dev/zero``), a socket, a directory, a symlink loop or a file over the cap is refused with
+    the reason: the file is opened non-blocking (a FIFO with no writer does not hang the open) and checked with
+    ``fstat`` before anything is read. sysfs attributes are regular files and read as usual.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (IOError, OSError) as exc:
+        return None, "cannot read (%s)" % (exc.strerror or exc.__class__.__name__)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            return None, "is %s, not a regular file" % kind
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:
+            return None, "is larger than the %d-byte input cap" % max_bytes
+        return b"".join(chunks), None
+    except (IOError, OSError) as exc:
+        return None, "cannot read (%s)" % (exc.strerror or exc.__class__.__name__)
+    finally:
+        os.close(fd)

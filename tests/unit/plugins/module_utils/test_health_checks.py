@@ -267,10 +267,36 @@ def test_without_config_only_self_evident_faults_are_reported():
     snap = healthy()
     snap["nvsmi"]["gpus"].pop()
     snap["nvsmi"]["driver_version"] = "999.1"
-    snap["ib"]["devices"][0]["ports"][0]["state"] = "Down"
     assert run(snap, config={}) == []
     snap["nvsmi"]["gpus"][0]["remapped_rows"]["pending"] = True
     assert codes(run(snap, config={})) == ["GPU-ROW-REMAP-PENDING"]
+
+
+def test_without_config_a_down_port_and_an_inactive_link_still_count():
+    """The inputs given are judged on what needs no expected value: a port Down or Polling, an inactive link."""
+    snap = healthy()
+    snap["ib"]["devices"][0]["ports"][0]["state"] = "Down"
+    snap["ib"]["devices"][0]["ports"][0]["physical_state"] = "Polling"
+    snap["nvlink"]["gpus"][3]["links"][5]["active"] = False
+    found = run(snap, config={})
+    assert [(f["code"], f["target"], f["severity"]) for f in found] == [
+        ("GPU-NVLINK-INACTIVE", "gpu3", "error"), ("IB-PORT-DOWN", "mlx5_0/1", "error")]
+
+
+def test_without_config_a_disabled_port_is_left_alone_and_missing_inputs_are_no_finding():
+    snap = healthy()
+    snap["ib"]["devices"][0]["ports"][0]["state"] = "Down"
+    snap["ib"]["devices"][0]["ports"][0]["physical_state"] = "Disabled"
+    assert run(snap, config={}) == []
+    del snap["ib"], snap["nvlink"]
+    assert run(snap, config={}) == []
+
+
+def test_an_expected_count_of_zero_skips_the_input():
+    snap = healthy()
+    snap["ib"]["devices"][0]["ports"][0]["state"] = "Down"
+    snap["nvlink"]["gpus"][3]["links"][5]["active"] = False
+    assert run(snap, config={"expected": {"ib_port_count": 0, "nvlinks_per_gpu": 0}}) == []
 
 
 def test_failed_and_unreadable_inputs_are_unknown_not_silent():

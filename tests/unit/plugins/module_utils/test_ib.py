@@ -194,7 +194,7 @@ def test_sysfs_file_that_cannot_be_read_is_a_note(tmp_path):
     write_tree(str(tmp_path), tree)
     result = read_sys_class_infiniband(str(tmp_path))
     assert result["devices"][0]["type"] is None
-    assert result["unreadable"] == ["mlx5_0/hca_type: cannot read (Is a directory)"]
+    assert result["unreadable"] == ["mlx5_0/hca_type: is a directory, not a regular file"]
 
 
 def test_sysfs_missing_tree_is_an_error_and_empty_tree_has_no_devices(tmp_path):
