@@ -54,10 +54,15 @@ CONFIG_DEFAULTS = {
 # (a non-zero exit, a timeout, an unreadable file) and their absence are still unknown; only their content is
 # taken as it comes.
 CONTENT_UNVERIFIABLE = ("kernel",)
-# Non-zero exits that are an answer, not a failure: systemctl is-active prints the state and exits 3 when inactive.
-_ANSWER_EXITS = {"fabricmanager": (0, 1, 2, 3, 4)}
+# Non-zero exits that are an answer, not a failure: systemctl is-active prints the state and exits 3 when inactive
+# (but "active" with a non-zero exit contradicts itself and is a failure).
+_ANSWER_EXITS = {"fabricmanager": (1, 2, 3, 4)}
 _SYSTEMCTL_STATES = ("active", "inactive", "failed", "activating", "deactivating", "reloading", "maintenance",
                      "refreshing", "unknown")
+# Exit codes for inputs that could not be read at all (outside the 0-255 a program can exit with): a bundle file
+# that is not a readable regular file, and a command or file whose output passed limits.input_max_bytes.
+RC_UNREADABLE = 1000
+RC_OVER_CAP = 1001
 # The oldest capture time taken as real (before it, a bundle's clock was not set).
 _EARLIEST_CAPTURE = 1262304000  # 2010-01-01T00:00:00Z
 
@@ -296,19 +301,31 @@ def _bundle_file(bundle, name, filename):
     return None
 
 
-def accept_input(snapshot, name, rc, out, err, parsed):
+def accept_input(snapshot, name, rc, out, err, parsed, optional=False):
     """Put one collected or replayed input into the snapshot: the same rule for the live node and for a bundle.
 
     A command that failed (non-zero exit, timeout, killed, an unreadable file: ``rc`` other than 0) is recorded in
     ``failures`` and so is ``unknown`` at best; what it printed before failing is still judged (an error it shows
     counts) and the input is marked ``partial``, so that every expected GPU, link or port missing from it is a
     finding, never silently absent. The exception is a non-zero exit that is the tool's answer, and an output that
-    itself explains the exit (``dcgmi diag`` reporting a failed test, ``nvidia-smi`` naming a lost GPU).
+    itself explains the exit (``dcgmi diag`` reporting a failed test, ``nvidia-smi`` naming a lost GPU). An output
+    that is empty although the command succeeded is a failure too, except for the kernel log (which may be empty)
+    and for an ``optional`` input (no expectation names it: older drivers print nothing on a GPU without NVLink).
+    ``out`` is None for an input read from a directory (``/sys/class/infiniband``). ``rc`` is ``RC_UNREADABLE`` or
+    ``RC_OVER_CAP`` when the input could not be read at all: ``unknown`` even for nvidia-smi, since a file problem
+    says nothing about the GPUs.
     """
-    failed = rc != 0 and not (rc in _ANSWER_EXITS.get(name, ()) and parsed in _SYSTEMCTL_STATES)
+    failed = rc != 0 and not (rc in _ANSWER_EXITS.get(name, ()) and parsed in _SYSTEMCTL_STATES
+                              and parsed != "active")
     content = _has_content(parsed)
+    if not failed and out is not None and not out.strip() and name not in CONTENT_UNVERIFIABLE:
+        if optional:
+            snapshot[name] = None
+            return
+        failed, err = True, "exited 0 but printed nothing"
     if failed and not _explains_failure(name, parsed):
-        snapshot["failures"][name] = {"rc": rc, "stderr": err or (out or "")[-400:]}
+        snapshot["failures"][name] = {"rc": rc, "stderr": err or (out or "")[-400:],
+                                      "unreadable": rc in (RC_UNREADABLE, RC_OVER_CAP)}
     if failed and not content:
         snapshot[name] = None
         return
@@ -350,17 +367,17 @@ def replay(bundle, config, level):
         rc, err = (failure["rc"], failure["stderr"]) if failure else (0, "")
         out, parsed = "", None
         if name == "ib" and os.path.isdir(path) and not os.path.islink(path):
-            parsed = _parse(name, "", bundle_path=path, level=level)
+            out, parsed = None, _parse(name, "", bundle_path=path, level=level)
         elif os.path.lexists(path):
             try:
                 out = _read_text(path, max_bytes)
             except (IOError, OSError) as error:
-                rc, err = (rc if rc not in (0, None) else -1), str(error)
+                rc, err = RC_UNREADABLE, str(error)
             else:
                 parsed = _parse(name, out, bundle_path=path, level=level)
         elif rc in (0, None):
-            rc = -1
-        accept_input(snapshot, name, -1 if rc is None else rc, out, err, parsed)
+            rc = RC_UNREADABLE
+        accept_input(snapshot, name, -1 if rc is None else rc, out, err, parsed, optional=_optional(name, config))
     snapshot["now"] = _capture_time(bundle, snapshot, config)
     return snapshot
 
@@ -440,7 +457,7 @@ class Runner(object):
 
     def run(self, argv, timeout):
         """Return (rc, stdout, stderr); a missing program is rc 127, a timeout rc 124 with what it printed before,
-        an output over the cap rc 125 (the program is killed, nothing of its output is used)."""
+        an output over the cap ``RC_OVER_CAP`` (the program is killed, nothing of its output is used)."""
         self.calls += 1
         if self._run_command is not None:
             return self._run_command(argv, timeout)
@@ -455,7 +472,7 @@ class Runner(object):
             return 124, out, "%s did not finish within %d s (a hung GPU or driver makes nvidia-smi hang)%s" % (
                 " ".join(argv), timeout, (": " + err.strip()[:200]) if err.strip() else "")
         if why == "cap":
-            return 125, "", "%s printed more than the %d-byte input cap (limits.input_max_bytes): killed" % (
+            return RC_OVER_CAP, "", "%s printed more than the %d-byte input cap (limits.input_max_bytes): killed" % (
                 " ".join(argv), self.max_bytes)
         return proc.returncode, out, err
 
@@ -555,7 +572,7 @@ def collect(config, level, runner, collect_dir=None):
         parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
         if name in ("nvlink", "nvlink_errors") and _optional(name, config) and rc != 0 and not _has_content(parsed):
             continue  # no expectation and nothing to read: a node without NVLink
-        accept_input(snapshot, name, rc, out, err, parsed)
+        accept_input(snapshot, name, rc, out, err, parsed, optional=_optional(name, config))
     if collect_dir:
         for filename, argv in EXTRA_COLLECT:
             rc, out, err = runner.run(argv(config), _timeout("extra", config))
@@ -578,7 +595,7 @@ def _collect_ib(snapshot, config, level, runner, collect_dir):
         parsed = _ib.read_sys_class_infiniband(root, counters=level != "quick" or bool(collect_dir))
         if collect_dir:
             _copy_sysfs(root, os.path.join(collect_dir, "sys-class-infiniband"))
-        accept_input(snapshot, "ib", 0, "", "", parsed)
+        accept_input(snapshot, "ib", 0, None, "", parsed)
         return
     if _optional("ib", config):
         return  # no HCA and no expectation of one
@@ -593,7 +610,7 @@ def _read_file_source(path, max_bytes=DEFAULT_INPUT_MAX_BYTES):
     try:
         return 0, _read_text(path, max_bytes), ""
     except (IOError, OSError) as error:
-        return 1, "", "cannot read %s: %s" % (path, error)
+        return RC_UNREADABLE, "", str(error)
 
 
 _SYSFS_DEVICE_FILES = ("fw_ver", "hca_type", "board_id", "node_guid")

@@ -136,7 +136,7 @@ def check_driver(snapshot, config):
     nvsmi = snapshot.get("nvsmi")
     failure = (snapshot.get("failures") or {}).get("nvsmi")
     if nvsmi is None:
-        if failure:
+        if failure and not failure.get("unreadable"):
             why = "rc %s: %s" % (failure.get("rc"), first_line(failure.get("stderr")))
             found.append(finding("driver", "GPU-NVSMI-FAILED", "error", "node", "nvidia-smi did not run: " + why,
                                  "check that the NVIDIA driver and nvidia-smi are installed; " + _ACTIONS["reboot"]))
@@ -840,8 +840,8 @@ def check_unreadable(snapshot, config):
     become ``unknown`` findings, so nothing is silently skipped."""
     found = []
     for name, failure in sorted((snapshot.get("failures") or {}).items()):
-        if name == "nvsmi" and snapshot.get("nvsmi") is None:
-            continue  # check_driver judges an nvidia-smi that gave nothing
+        if name == "nvsmi" and snapshot.get("nvsmi") is None and not failure.get("unreadable"):
+            continue  # check_driver judges an nvidia-smi that ran and gave nothing
         found.append(finding("inputs", "CHECK-INPUT-FAILED", "unknown", name,
                              "%s could not be collected: rc %s: %s" % (name, failure.get("rc"),
                                                                        first_line(failure.get("stderr"))),
