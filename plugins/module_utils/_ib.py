@@ -64,6 +64,9 @@ _SYSFS_DEVICE_FILES = (("type", "hca_type"), ("fw_ver", "fw_ver"), ("board_id", 
 _SYSFS_PORT_FILES = (("state", "state"), ("physical_state", "phys_state"), ("rate_gbps", "rate"), ("link_layer", "link_layer"))
 _COUNTER_DIRS = ("counters", "hw_counters")
 _READ_LIMIT = 4096
+# The kernel writes a port's rate as "400 Gb/sec (4X NDR)" (ib_verbs, drivers/infiniband/core/sysfs.c); anything
+# else in a sysfs copy is a damaged file, not a rate.
+_SYSFS_RATE_RE = re.compile(r"^\d+(?:\.\d+)? Gb/sec \(\d+X(?: [A-Z]+)?\)$")
 
 
 def natural_key(name):
@@ -96,10 +99,15 @@ def _normalize_word(value, words, numbers, what, unreadable):
         return None
     number, word = _split_numbered(text)
     known = words.get(word.lower()) or words.get(word.lower().replace(" ", ""))
+    if number is not None:
+        # sysfs and ibstatus print both ("4: ACTIVE"); a number alone or with a word that is not its own is an
+        # output cut short or damaged, never taken on the number's word
+        if number in numbers and known == numbers[number]:
+            return known
+        append_capped(unreadable, "%s value %r: the number and the word do not agree" % (what, text[:40]))
+        return None
     if known:
         return known
-    if number is not None and number in numbers:
-        return numbers[number]
     if word and re.match(r"^[A-Za-z][\w ]*$", word):
         return word
     append_capped(unreadable, "%s value %r is not a known state" % (what, text[:40]))
@@ -281,7 +289,14 @@ def _read_port(port_path, number, where, unreadable, counters=True):
     port = new_port(number)
     for field, file_name in _SYSFS_PORT_FILES:
         raw = read_sysfs_value(os.path.join(port_path, file_name), unreadable, "%s/%s" % (where, file_name))
-        if raw is not None:
+        if raw == "":
+            append_capped(unreadable, "%s/%s: is empty" % (where, file_name))
+        elif file_name == "link_layer" and raw.lower() not in _LINK_LAYERS:
+            append_capped(unreadable, "%s/link_layer value %r is neither InfiniBand nor Ethernet" % (where, raw[:40]))
+        elif file_name == "rate" and not _SYSFS_RATE_RE.match(raw):
+            append_capped(unreadable, "%s/rate value %r is not the kernel's '<n> Gb/sec (<w>X <speed>)'" % (
+                where, raw[:40]))
+        elif raw is not None:
             _set_port_field(port, field, raw, unreadable, where)
     if counters:
         port["counters"] = _read_counters(port_path, where, unreadable)
