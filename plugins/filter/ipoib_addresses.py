@@ -24,9 +24,9 @@ description:
     hosts given the same address (named with their interfaces), addresses past the end of a subnet (the exhausted
     subnet, its capacity and every host that does not fit), the network or broadcast address, a pinned address
     outside its subnet, and a host without a number in its name and without an index.
-  - The hosts are one fabric, so each interface name is one rail: every host's interface of that name must have the
+  - "The hosts are one fabric, so each interface name is one rail: every host's interface of that name must have the
     same subnet (or none on every host), mode and MTU. Multi-rail hosts have one subnet per rail (C(ib0),
-    C(ib1), ...); the comparison is per interface name. A difference is reported with each value and its hosts.
+    C(ib1), ...); the comparison is per interface name. A difference is reported with each value and its hosts."
   - Needs the Python library netaddr on the controller.
 positional: hostvars
 options:

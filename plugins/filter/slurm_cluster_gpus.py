@@ -15,9 +15,9 @@ description:
     and the partitions as P(gpucluster.ops.slurm_partition_lines#filter) does, so that other models (the team
     quotas of P(gpucluster.ops.team_quotas#filter)) can be checked against the cluster the inventory renders.
   - No CPU or memory data is read, so it needs no hardware facts.
-  - Fails, naming the host, the variable and the value, where the node lines would: bad GRES, two hosts with one
+  - "Fails, naming the host, the variable and the value, where the node lines would: bad GRES, two hosts with one
     Slurm node name, a partition that cannot be rendered, and a host whose GPU GRES count differs from its
-    C(health_check_expected.gpu_count).
+    C(health_check_expected.gpu_count)."
 positional: hostvars
 options:
   _input:

@@ -85,15 +85,15 @@ options:
     default: true
   cluster:
     description:
-      - The cluster the teams run on, as the P(gpucluster.ops.slurm_cluster_gpus#filter) filter returns it
+      - "The cluster the teams run on, as the P(gpucluster.ops.slurm_cluster_gpus#filter) filter returns it
         (C({nodes: {node: {GPU type: count}}, partitions: {name: [nodes]}})). When given, the teams are checked
         against it too. A team reaches the GPUs of its C(gpu_types) (all types without) on the nodes of its
         C(partitions) (all nodes without). Refused are a C(max_concurrent) above the GPUs the team reaches, a
         C(gpu_hours) above what those GPUs deliver in its period at the longest (GPUs x 24 h x 31 days a month,
         x 7 days a week, x 1 a day), a partition no partition of the cluster has, a GPU type (of O(gpu_types) or of
-        a team) no node has, and a GPU type the nodes have that a non-empty O(gpu_types) leaves out.
-      - Budgets that together exceed what the whole cluster delivers are oversubscription, which is normal: they
-        are returned in C(warnings) and shown as a warning, not refused.
+        a team) no node has, and a GPU type the nodes have that a non-empty O(gpu_types) leaves out."
+      - "Budgets that together exceed what the whole cluster delivers are oversubscription, which is normal: they
+        are returned in C(warnings) and shown as a warning, not refused."
     type: dict
   gpu_types_variable:
     description: The variable name that error messages use for O(gpu_types).
