@@ -24,6 +24,9 @@ description:
     hosts given the same address (named with their interfaces), addresses past the end of a subnet (the exhausted
     subnet, its capacity and every host that does not fit), the network or broadcast address, a pinned address
     outside its subnet, and a host without a number in its name and without an index.
+  - "The hosts are one fabric, so each interface name is one rail: every host's interface of that name must have the
+    same subnet (or none on every host), mode and MTU. Multi-rail hosts have one subnet per rail (C(ib0),
+    C(ib1), ...); the comparison is per interface name. A difference is reported with each value and its hosts."
   - Needs the Python library netaddr on the controller.
 positional: hostvars
 options:
@@ -128,6 +131,9 @@ except ImportError:  # pragma: no cover - reported when the filter is used
 
 _DIGITS = re.compile(r"[0-9]+")
 _MAX_REPORTED = 20
+_MAX_HOSTS_NAMED = 5
+# What every host's interface of one name (one rail) on the fabric must share.
+_RAIL_KEYS = ("subnet", "mode", "mtu")
 
 
 def _host_var(hv, name):
@@ -199,6 +205,7 @@ def _assign(hosts, hostvars, interfaces, default_hosts, fabric_mtu, index_var, i
     owners = {}       # address int (with version) -> (host, interface)
     overflow = {}     # subnet cidr -> (network, [host (index + offset)])
     parsed = {}       # repr of an interface list -> checked copy, so that hosts sharing group_vars parse once
+    rails = {}        # interface name -> key -> value -> [host]
     for host in hosts:
         host = str(host)
         try:
@@ -227,6 +234,10 @@ def _assign(hosts, hostvars, interfaces, default_hosts, fabric_mtu, index_var, i
         except IPoIBError as exc:
             errors.append(str(exc) if str(exc).startswith("host ") else "host %s: %s" % (host, exc))
             continue
+        for interface in checked:
+            rail = rails.setdefault(interface["name"], {})
+            for key in _RAIL_KEYS:
+                rail.setdefault(key, {}).setdefault(interface.get(key), []).append(host)
         for interface in checked:
             network = interface.pop("_network", None)
             if network is None:
@@ -271,7 +282,37 @@ def _assign(hosts, hostvars, interfaces, default_hosts, fabric_mtu, index_var, i
         network, names = overflow[cidr]
         errors.append("subnet %s is exhausted: %s; these hosts do not fit: %s"
                       % (cidr, _describe(network), ", ".join(names)))
+    errors.extend(_rail_errors(rails, interfaces_vars[-1]))
     return result, errors
+
+
+def _hosts_text(hosts):
+    shown = ", ".join(hosts[:_MAX_HOSTS_NAMED])
+    more = len(hosts) - _MAX_HOSTS_NAMED
+    return "%s (%d host%s%s)" % (shown, len(hosts), "" if len(hosts) == 1 else "s", ", ..." if more > 0 else "")
+
+
+def _rail_errors(rails, variable):
+    """One error per interface name (rail) and key whose value differs between the hosts of the fabric.
+
+    Every host's interface of one name is on one IB subnet (the rail), so it needs the same IP subnet (or none on
+    every host), the same mode and the same MTU: a host with another subnet cannot reach the others over IPoIB, and
+    a connected-mode host whose MTU its peers do not share has its large packets dropped or is throttled to theirs.
+    """
+    errors = []
+    for name in sorted(rails):
+        for key in _RAIL_KEYS:
+            values = rails[name][key]
+            if len(values) < 2:
+                continue
+            ordered = sorted(values.items(), key=lambda item: (-len(item[1]), str(item[0])))
+            described = "; ".join("%s on %s" % ("no subnet" if value is None else "%s %s" % (key, value),
+                                                 _hosts_text(hosts)) for value, hosts in ordered)
+            errors.append("%s: interface %s has different %ss on the hosts of one fabric: %s; the hosts of a fabric "
+                          "share each interface's subnet, mode and MTU (per interface name: each rail has its own)"
+                          % (variable, name, "subnet" if key == "subnet" else key.upper() if key == "mtu" else key,
+                             described))
+    return errors
 
 
 def ipoib_addresses(hosts, hostvars, interfaces=None, fabric_mtu=4096, index_var="infiniband_node_index",

@@ -83,6 +83,26 @@ options:
         C(slurm_accounting_tres_extra) instead), so that C(slurm_conf_extra) does not replace it.
     type: bool
     default: true
+  cluster:
+    description:
+      - "The cluster the teams run on, as the P(gpucluster.ops.slurm_cluster_gpus#filter) filter returns it
+        (C({nodes: {node: {GPU type: count}}, partitions: {name: [nodes]}})). When given, the teams are checked
+        against it too. A team reaches the GPUs of its C(gpu_types) (all types without) on the nodes of its
+        C(partitions) (all nodes without). Refused are a C(max_concurrent) above the GPUs the team reaches, a
+        C(gpu_hours) above what those GPUs deliver in its period at the longest (GPUs x 24 h x 31 days a month,
+        x 7 days a week, x 1 a day), a partition no partition of the cluster has, a GPU type (of O(gpu_types) or of
+        a team) no node has, and a GPU type the nodes have that a non-empty O(gpu_types) leaves out."
+      - "Budgets that together exceed what the whole cluster delivers are oversubscription, which is normal: they
+        are returned in C(warnings) and shown as a warning, not refused."
+    type: dict
+  gpu_types_variable:
+    description: The variable name that error messages use for O(gpu_types).
+    type: str
+    default: team_quota_gpu_types
+  cluster_name:
+    description: How error messages name the cluster, for example the inventory group of its compute nodes.
+    type: str
+    default: the cluster
   errors:
     description:
       - C(raise) fails with every problem listed; C(return) returns C({errors, ...}) instead, C(errors) being the
@@ -149,27 +169,36 @@ _value:
       description: Kubernetes and Kueue objects, one mapping per object.
       type: list
       elements: dict
+    warnings:
+      description: With O(cluster), what is allowed but worth knowing (budgets that oversubscribe the cluster).
+      type: list
+      elements: str
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import TeamQuotaError, build
 
 
 def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
                 variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
-                accounting_tres=True, errors="raise"):
+                accounting_tres=True, errors="raise", cluster=None, gpu_types_variable="team_quota_gpu_types",
+                cluster_name="the cluster"):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):
         raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
     try:
         model = build(teams, priorities=priorities, default_priority=default_priority, gpu_types=gpu_types or [],
                       qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort,
-                      accounting_tres=accounting_tres)
+                      accounting_tres=accounting_tres, cluster=cluster, gpu_types_variable=gpu_types_variable,
+                      cluster_name=cluster_name)
     except TeamQuotaError as exc:
         if errors == "return":
             return {"errors": exc.problems}
         raise AnsibleFilterError("team_quotas: %d problem(s): %s" % (len(exc.problems), "; ".join(exc.problems)))
+    for warning in model["warnings"]:
+        Display().warning("team_quotas: %s" % warning)
     if errors == "return":
         model["errors"] = []
     return model

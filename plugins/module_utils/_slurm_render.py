@@ -333,18 +333,49 @@ class NodeSpec(object):
             setattr(self, key, kwargs.get(key))
 
 
-def node_spec(host, hv, options, type_map=None, need_memory=True):
-    """Collect and validate one host's node data (variables win over facts); memory is None unless need_memory."""
-    cpus, sockets, cores, threads = _cpu_layout(host, hv)
+def _expected_gpu_count(host, hv):
+    """health_check_expected.gpu_count of a host as an int, or None when it does not set one."""
+    expected = hv.get("health_check_expected")
+    if expected is None or not hasattr(expected, "get"):
+        return None
+    count = expected.get("gpu_count")
+    if count is None:
+        return None
+    return int(_int(host, "health_check_expected.gpu_count", count, 0))
+
+
+def node_gres(host, hv, type_map=None):
+    """(gres, gpus) of one host: its GRES as [(name, type or None, count)] and its gathered GPUs (or None).
+
+    slurm_node_gres wins over the GPUs of gpucluster_gpus; with both, their GPU counts must agree. The GPU count must
+    also be the host's health_check_expected.gpu_count where it sets one: the health check drains a node whose GPU
+    count differs from it, so a GRES count that differs describes a node Slurm would schedule and then lose.
+    """
     gpus = _fact_gpus(host, hv, _type_map(host, hv, type_map))
     gres = _declared_gres(host, hv)
+    declared = gres is not None
     if gres is None:
         gres = _gres_from_gpus(gpus) if gpus else []
     elif gpus is not None:
-        declared = sum(c for n, _t, c in gres if n == "gpu")
-        if declared != len(gpus):
+        count = sum(c for n, _t, c in gres if n == "gpu")
+        if count != len(gpus):
             raise SlurmRenderError("host %s: slurm_node_gres declares %d GPUs but the gathered facts list %d (%s)"
-                                   % (host, declared, len(gpus), ", ".join(sorted({g.name for g in gpus})) or "none"))
+                                   % (host, count, len(gpus), ", ".join(sorted({g.name for g in gpus})) or "none"))
+    expected = _expected_gpu_count(host, hv)
+    count = sum(int(c) for n, _t, c in gres if n == "gpu")
+    if expected is not None and count != expected:
+        source = ("slurm_node_gres is %s" % _gres_text(gres) if declared
+                  else "the gathered facts (gpucluster_gpus) give Gres=%s" % _gres_text(gres) if gpus
+                  else "neither slurm_node_gres nor gathered GPU facts (gpucluster_gpus) give it a GPU")
+        raise SlurmRenderError("host %s: %s (%d GPUs), but health_check_expected.gpu_count is %d: the GPU GRES count "
+                               "and the health check's expected count must agree" % (host, source, count, expected))
+    return gres, gpus
+
+
+def node_spec(host, hv, options, type_map=None, need_memory=True):
+    """Collect and validate one host's node data (variables win over facts); memory is None unless need_memory."""
+    cpus, sockets, cores, threads = _cpu_layout(host, hv)
+    gres, gpus = node_gres(host, hv, type_map)
     features = _name_list(host, "slurm_node_features", hv.get("slurm_node_features")) if hv.get("slurm_node_features") is not None else []
     weight = _int(host, "slurm_node_weight", hv.get("slurm_node_weight"), 0) if hv.get("slurm_node_weight") is not None else None
     return NodeSpec(host=host, name=node_name(host, hv), cpus=cpus, sockets=sockets, cores=cores, threads=threads,
@@ -658,6 +689,11 @@ def _partition_line(part, groups, names_of):
 
 def partition_lines(partitions, groups, hostvars=None):
     """PartitionName lines from the slurm_partitions list; node names from inventory groups or hostlists."""
+    return [line for line, _name, _members in partitions_of(partitions, groups, hostvars)]
+
+
+def partitions_of(partitions, groups, hostvars=None):
+    """[(PartitionName line, partition name, [node names])] of the slurm_partitions list, checked as a whole."""
     if not isinstance(partitions, (list, tuple)):
         raise SlurmRenderError("slurm_partitions is %r, not a list" % (partitions,))
 
@@ -679,10 +715,43 @@ def partition_lines(partitions, groups, hostvars=None):
                     raise SlurmRenderError("node %s is in partitions %s and %s, which both have exclusive_nodes: true"
                                            % (member, exclusive[member], name))
                 exclusive[member] = name
-        lines.append(line)
+        lines.append((line, name, members))
     if len(defaults) > 1:
         raise SlurmRenderError("partitions %s are all default: true; Slurm has one default partition" % ", ".join(defaults))
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The cluster's GPUs (for checks of other models against the cluster, such as the team quotas)
+
+
+def cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None):
+    """The GPUs of each compute node and the nodes of each partition, as slurm.conf declares them.
+
+    Returns ``{"nodes": {node name: {GPU type: count}}, "partitions": {name: [node names]}}``; GPUs without a type
+    count under ``""``. The GRES are those of the node lines (node_gres: slurm_node_gres or gathered GPU facts, and
+    health_check_expected.gpu_count must agree); the partitions those of partition_lines (``partitions`` None: no
+    partitions are reported). Nothing about CPUs or memory is read, so no hardware facts are needed.
+    """
+    nodes, owners = {}, {}
+    for host in _host_list(hosts):
+        hv = _hostvars_of(hostvars, host)
+        gres, _gpus = node_gres(host, hv, gpu_type_map)
+        name = node_name(host, hv)
+        if name in owners:
+            raise SlurmRenderError("hosts %s and %s have the same Slurm node name %s (set slurm_node_name)"
+                                   % (owners[name], host, name))
+        owners[name] = host
+        counts = {}
+        for gres_name, gres_type, count in gres:
+            if gres_name == "gpu":
+                counts[gres_type or ""] = counts.get(gres_type or "", 0) + int(count)
+        nodes[name] = counts
+    found = {}
+    if partitions is not None:
+        for _line, name, members in partitions_of(partitions, groups or {}, hostvars):
+            found[name] = sorted(set(members))
+    return {"nodes": nodes, "partitions": found}
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -367,6 +367,126 @@ def _gpu_types(teams, gpu_types, problems, var):
     return cluster
 
 
+# Hours of each budget period at the longest: a 31-day month, so that no budget a month can use is refused.
+PERIOD_HOURS = {"month": 24 * 31, "week": 24 * 7, "day": 24}
+PERIOD_WORDS = {"month": "a 31-day month", "week": "a week", "day": "a day"}
+_MAX_NAMED = 5
+
+
+def _named(names):
+    names = sorted(names)
+    shown = ", ".join(names[:_MAX_NAMED])
+    return shown + (" and %d more" % (len(names) - _MAX_NAMED) if len(names) > _MAX_NAMED else "")
+
+
+def _type_text(counts):
+    return ", ".join("%d %s" % (counts[t], t or "untyped") for t in sorted(counts)) or "none"
+
+
+def _check_cluster_shape(cluster, where):
+    """(nodes, partitions) of the cluster description (see check_cluster); raises ValueError on a malformed one."""
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("nodes"), dict):
+        raise ValueError("%s is %r: it is {nodes: {node: {GPU type: count}}, partitions: {name: [nodes]}} "
+                         "(the gpucluster.ops.slurm_cluster_gpus filter)" % (where, cluster))
+    nodes = {}
+    for node, counts in cluster["nodes"].items():
+        if not isinstance(counts, dict) or not all(_is_int(c) and c >= 0 for c in counts.values()):
+            raise ValueError("%s.nodes.%s is %r: it maps GPU types to counts" % (where, node, counts))
+        nodes[str(node)] = dict((str(t), c) for t, c in counts.items() if c)
+    partitions = cluster.get("partitions") or {}
+    if not isinstance(partitions, dict) or not all(isinstance(m, (list, tuple)) for m in partitions.values()):
+        raise ValueError("%s.partitions is %r: it maps partition names to node names" % (where, partitions))
+    return nodes, dict((str(p), set(str(n) for n in m)) for p, m in partitions.items())
+
+
+def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where="the cluster"):
+    """Check the normalised teams against the cluster they run on; return the warnings (problems go to ``problems``).
+
+    ``cluster`` is ``{nodes: {node: {GPU type: count}}, partitions: {name: [nodes]}}`` (untyped GPUs under ``""``),
+    as the gpucluster.ops.slurm_cluster_gpus filter returns it. A team reaches the nodes of its partitions (all nodes
+    without partitions) and, there, the GPUs of its GPU types (all GPUs without gpu_types):
+
+    - each GPU type of ``types_var`` and of a team's gpu_types is a type some node has, and, where ``types_var``
+      lists types, every type the nodes have is in it (a type left out escapes the restrictions);
+    - each partition a team names exists;
+    - a team's max_concurrent is at most the GPUs it reaches;
+    - a team's budget is at most what those GPUs deliver in its period at the longest (GPUs x 24 h x 31 days for a
+      month, x 7 days for a week, x 1 for a day).
+
+    Budgets that add up to more than the whole cluster delivers are normal oversubscription: a warning.
+    """
+    try:
+        nodes, partitions = _check_cluster_shape(cluster, where)
+    except ValueError as exc:
+        problems.items.append(str(exc))
+        return []
+    node_types = {}
+    for node, counts in nodes.items():
+        for gpu in counts:
+            if gpu:
+                node_types.setdefault(gpu, []).append(node)
+    known = ", ".join(sorted(node_types)) or "none"
+    for gpu in cluster_types:
+        if gpu not in node_types:
+            problems.items.append("%s has '%s', which no node of %s has (the nodes' GPU types: %s)%s"
+                                  % (types_var, gpu, where, known, _suggest(gpu, node_types)))
+    if cluster_types:
+        for gpu in sorted(set(node_types) - set(cluster_types)):
+            problems.items.append("%s is %s, but nodes of %s have GPU type '%s' too (%s): list every type the nodes "
+                                  "have, or a team's gpu_types restriction does not cover it"
+                                  % (types_var, "[%s]" % ", ".join(cluster_types), where, gpu,
+                                     _named(node_types[gpu])))
+    warnings = []
+    budgets = {}
+    for name in sorted(teams):
+        team = teams[name]
+        path = "%s.%s" % (var, name)
+        for gpu in team["gpu_types"]:
+            if gpu not in node_types:
+                problems.items.append("%s.gpu_types has '%s', which no node of %s has (the nodes' GPU types: %s)%s"
+                                      % (path, gpu, where, known, _suggest(gpu, node_types)))
+        reach = set(nodes)
+        if team["partitions"]:
+            reach = set()
+            for partition in team["partitions"]:
+                if partition not in partitions:
+                    problems.items.append("%s.partitions has '%s', which is not a partition of %s (partitions: %s)%s"
+                                          % (path, partition, where, ", ".join(sorted(partitions)) or "none",
+                                             _suggest(partition, partitions)))
+                else:
+                    reach |= partitions[partition]
+        counts = {}
+        for node in reach:
+            for gpu, count in nodes.get(node, {}).items():
+                if not team["gpu_types"] or gpu in team["gpu_types"]:
+                    counts[gpu] = counts.get(gpu, 0) + count
+        gpus = sum(counts.values())
+        scope = "%s%s" % ("of GPU type%s %s " % ("s" if len(team["gpu_types"]) > 1 else "", ", ".join(team["gpu_types"]))
+                           if team["gpu_types"] else "",
+                           "in partition%s %s" % ("s" if len(team["partitions"]) > 1 else "",
+                                                  ", ".join(team["partitions"]))
+                           if team["partitions"] else "in %s" % where)
+        if team["max_concurrent"] is not None and team["max_concurrent"] > gpus:
+            problems.items.append("%s.max_concurrent is %d, more than the %d GPUs %s (%s): the team could never use "
+                                  "its limit" % (path, team["max_concurrent"], gpus, scope, _type_text(counts)))
+        if team["gpu_hours"] is not None:
+            deliverable = gpus * PERIOD_HOURS[team["period"]]
+            budgets[team["period"]] = budgets.get(team["period"], 0) + team["gpu_hours"]
+            if team["gpu_hours"] > deliverable:
+                problems.items.append("%s.gpu_hours is '%s/%s', more than the %d GPU-hours the %d GPUs %s deliver in "
+                                      "%s (%d x 24 h x %d days)"
+                                      % (path, team["gpu_hours"], team["period"], deliverable, gpus, scope,
+                                         PERIOD_WORDS[team["period"]], gpus, PERIOD_HOURS[team["period"]] // 24))
+    total = sum(sum(c.values()) for c in nodes.values())
+    for period in PERIODS:
+        if period in budgets and budgets[period] > total * PERIOD_HOURS[period]:
+            warnings.append("%s: the /%s budgets add up to %s GPU-hours, more than the %d that the %d GPUs of %s deliver "
+                            "in %s: the teams are oversubscribed, and those that spend early leave less for the others"
+                            % (var, period, budgets[period], total * PERIOD_HOURS[period], total, where,
+                               PERIOD_WORDS[period]))
+    return warnings
+
+
 def _qos(team, cluster_types, reset):
     grp_tres = {}
     if team["max_concurrent"] is not None:
@@ -479,10 +599,11 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort):
 
 def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
           variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
-          accounting_tres=True):
+          accounting_tres=True, cluster=None, gpu_types_variable="team_quota_gpu_types", cluster_name="the cluster"):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
 
-    Raises ``TeamQuotaError`` listing every problem.
+    With ``cluster`` (see check_cluster) the teams are checked against the cluster's nodes and partitions too, and
+    the model has ``warnings``. Raises ``TeamQuotaError`` listing every problem.
     """
     problems = _Problems()
     if teams is None:
@@ -503,6 +624,9 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     users = _users(normal, variable, problems)
     cluster_types = _gpu_types(normal, gpu_types, problems, variable)
     conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres)
+    warnings = []
+    if cluster is not None:
+        warnings = check_cluster(normal, cluster_types, cluster, variable, gpu_types_variable, problems, cluster_name)
     if problems.items:
         raise TeamQuotaError(problems.items)
     ordered = [normal[name] for name in sorted(normal)]
@@ -525,4 +649,5 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
         "tres": _tres(cluster_types),
         "reset": reset_groups,
         "kubernetes": _kubernetes(normal, cluster_types, flavor_label, cohort),
+        "warnings": warnings,
     }

@@ -32,6 +32,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.collections import ImmutableDict
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
+from ansible.template import Templar, trust_as_template
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 from ansible.vars.hostvars import HostVars
@@ -174,14 +175,15 @@ def _pop_collection_modules():
 class Example(object):
     """One example inventory as Ansible loads it."""
 
-    def __init__(self, name):
+    def __init__(self, name, path=None):
         context.CLIARGS = ImmutableDict(verbosity=0)
         self.name = name
-        self.path = os.path.join(EXAMPLES_DIR, name)
+        self.path = path or os.path.join(EXAMPLES_DIR, name)
         self.loader = DataLoader()
         self.inventory = InventoryManager(loader=self.loader, sources=[self.path])
         self.manager = VariableManager(loader=self.loader, inventory=self.inventory)
-        self.manager._extra_vars = _vault_vars(name)  # pylint: disable=protected-access  # what -e @vault.yml would give
+        # what -e @vault.yml would give
+        self.manager._extra_vars = _vault_vars(name) if path is None else {}  # pylint: disable=protected-access
         self.hostvars = HostVars(inventory=self.inventory, variable_manager=self.manager, loader=self.loader)
         self.groups = {g: [h.name for h in grp.get_hosts()] for g, grp in self.inventory.groups.items()}
 
@@ -325,6 +327,76 @@ def test_team_quota_model(example):
         assert 0 < team["max_concurrent"] <= gpus, team
     monthly = [int(team["gpu_hours"].split("/")[0]) for team in teams.values() if team["gpu_hours"].endswith("/month")]
     assert len(monthly) == len(teams) and sum(monthly) <= EXPECTED[example.name]["gpus"] * 730
+
+
+def _trust(value):
+    """Role files as Ansible loads them: their strings are trusted templates."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trust(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trust(v) for v in value]
+    return value
+
+
+def _team_quota_preflight(example, **overrides):
+    """The team_quota preflight's cluster read and model, templated as the role does on the controller: the role's
+    defaults, the controller's inventory variables, the role's vars, then ``overrides`` (as extra vars)."""
+    role = os.path.join(ROOT, "roles", "team_quota")
+    controller = example.hosts("slurm_controller")[0]
+    variables = _trust(_load_yaml(os.path.join(role, "defaults", "main.yml")))
+    variables.update(example.manager.get_vars(host=example.inventory.get_host(controller), include_hostvars=True))
+    variables.update(_trust(_load_yaml(os.path.join(role, "vars", "main.yml"))))
+    variables.update(overrides)
+    tasks = {t["name"]: t for t in _load_yaml(os.path.join(role, "tasks", "preflight.yml"))}
+    read = tasks["Read the GPUs of every compute node and the nodes of every partition"]["ansible.builtin.set_fact"]
+    check = tasks["Check that the cluster's compute nodes are in the inventory"]["ansible.builtin.assert"]["that"]
+    templar = Templar(loader=example.loader, variables=variables)
+    assert templar.template(trust_as_template("{{ %s }}" % check)) is True
+    cluster = templar.template(trust_as_template(read["__team_quota_cluster"]))
+    templar = Templar(loader=example.loader, variables=dict(variables, __team_quota_cluster=cluster))
+    return cluster, templar.template(trust_as_template("{{ __team_quota_model }}"))
+
+
+def test_team_quota_preflight_accepts_the_teams_against_the_cluster(example):
+    """The role's own preflight expressions: the cluster it reads is the one the render declares, and the teams fit."""
+    cluster, team_model = _team_quota_preflight(example)
+    types = EXPECTED[example.name]["types"]
+    assert len(cluster["nodes"]) == EXPECTED[example.name]["gpu_nodes"]
+    assert sorted(set(t for c in cluster["nodes"].values() for t in c)) == sorted(types)
+    assert sum(sum(c.values()) for c in cluster["nodes"].values()) == EXPECTED[example.name]["gpus"]
+    controller = example.hosts("slurm_controller")[0]
+    assert sorted(cluster["partitions"]) == sorted(p["name"] for p in example.value(controller, "slurm_partitions"))
+    assert team_model["errors"] == [] and team_model["warnings"] == []
+
+
+def test_team_quota_preflight_refuses_teams_the_cluster_cannot_serve(example):
+    controller = example.hosts("slurm_controller")[0]
+    teams = example.value(controller, "team_quota_teams")
+    gpus = EXPECTED[example.name]["gpus"]
+    name = sorted(teams)[0]
+    bad = dict(teams)
+    bad[name] = dict(teams[name], max_concurrent=gpus + 1, gpu_hours="%d/month" % (gpus * 24 * 31 + 1),
+                     partitions=["nonexistent"])
+    _cluster, team_model = _team_quota_preflight(example, team_quota_teams=bad)
+    errors = " ".join(team_model["errors"])
+    assert "team_quota_teams.%s.partitions has 'nonexistent', which is not a partition of the cluster (inventory " \
+           "group slurm_compute)" % name in errors
+    assert "team_quota_teams.%s.max_concurrent is %d, more than the 0 GPUs" % (name, gpus + 1) in errors
+    assert "team_quota_teams.%s.gpu_hours is '%d/month'" % (name, gpus * 24 * 31 + 1) in errors
+
+
+def test_the_lab_inventory_fits_its_cluster(collection_loader):  # pylint: disable=unused-argument,redefined-outer-name
+    """The lab (inventories/lab) against the same cross-host checks: teams, GRES and health expectations, IPoIB."""
+    lab = Example("lab", os.path.join(ROOT, "inventories", "lab"))
+    cluster, team_model = _team_quota_preflight(lab)
+    assert cluster["nodes"] == {"lab-gpu01": {"h100": 8}, "lab-gpu02": {"h100": 8}}
+    assert team_model["errors"] == [] and team_model["warnings"] == []
+    assert len(NodeLineFilters().filters()["slurm_node_lines"](lab.groups["slurm_compute"], lab.hostvars)) == 1
+    assigned = IpoibFilters().filters()["ipoib_addresses"](lab.groups["all"], lab.hostvars)
+    assert sorted(i["address"] for h in assigned for i in assigned[h]) == ["10.20.0.1/24", "10.20.0.2/24",
+                                                                          "10.20.0.254/24"]
 
 
 def _rendered(playbook_runs, name):

@@ -285,3 +285,98 @@ def test_default_interfaces_only_for_default_hosts_and_variables_in_order():
     assert result["gpu3"][0]["ip"] == "10.20.0.3"
     with pytest.raises(AnsibleFilterError, match="interfaces_var"):
         ipoib_addresses(names, hv, [IB0], interfaces_var=[1])
+
+
+# --- one fabric: each interface name (rail) has one subnet, mode and MTU on every host ---------------------------
+
+RAIL0 = {"name": "ib0", "subnet": "10.40.0.0/22", "mode": "connected", "mtu": 65520}
+RAIL1 = {"name": "ib1", "subnet": "10.41.0.0/22", "mode": "connected", "mtu": 65520}
+
+
+def fabric(count=6, **odd):
+    """gpu001.. on rails ib0 and ib1; ``odd`` gives some hosts interfaces of their own."""
+    names = ["gpu%03d" % i for i in range(1, count + 1)]
+    hv = {n: {"infiniband_ipoib_interfaces": [dict(RAIL0), dict(RAIL1)]} for n in names}
+    for name, interfaces in odd.items():
+        hv.setdefault(name, {})["infiniband_ipoib_interfaces"] = interfaces
+    return sorted(hv), hv
+
+
+def rail_error(names, hv):
+    with pytest.raises(AnsibleFilterError) as err:
+        ipoib_addresses(names, hv)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("key,value,shown,common", [
+    ("subnet", "10.50.0.0/22", "subnet 10.50.0.0/22", "subnet 10.40.0.0/22"),
+    ("mode", "datagram", "mode datagram", "mode connected"),
+    ("mtu", 9000, "mtu 9000", "mtu 65520"),
+])
+def test_a_host_whose_rail_differs_from_the_fabric_is_refused(key, value, shown, common):
+    odd = dict(RAIL0, **{key: value})
+    if key == "mode":
+        odd["mtu"] = 4092   # a valid datagram MTU: only the mode differs from the other hosts (and so the MTU)
+    names, hv = fabric(head01=[odd, dict(RAIL1)])
+    hv["head01"]["infiniband_node_index"] = 250
+    message = rail_error(names, hv)
+    label = {"subnet": "subnets", "mode": "modes", "mtu": "MTUs"}[key]
+    assert ("infiniband_ipoib_interfaces: interface ib0 has different %s on the hosts of one fabric: %s on gpu001, "
+            "gpu002, gpu003, gpu004, gpu005 (6 hosts, ...); %s on head01 (1 host)" % (label, common, shown)) in message
+    assert "interface ib1" not in message     # ib1 agrees everywhere
+
+
+def test_each_rail_is_compared_by_itself_so_multi_rail_hosts_pass():
+    names, hv = fabric(8)
+    result = ipoib_addresses(names, hv)
+    assert [i["address"] for i in result["gpu008"]] == ["10.40.0.8/22", "10.41.0.8/22"]
+
+
+def test_offsets_pins_and_hosts_without_a_rail_are_not_differences():
+    names, hv = fabric(4, head01=[dict(RAIL0, offset=250)], storage=[dict(RAIL1, offset=300)], login=[])
+    hv["head01"]["infiniband_node_index"] = 1
+    hv["storage"]["infiniband_ipoib_addresses"] = {"ib1": "10.41.3.1"}
+    result = ipoib_addresses(names, hv)
+    assert result["head01"][0]["ip"] == "10.40.0.251" and result["storage"][0]["ip"] == "10.41.3.1"
+    assert result["login"] == []
+
+
+def test_default_mtus_are_compared_as_they_come_out():
+    """mtu left out is the mode's largest: 65520 written and left out agree; datagram's 4092 does not."""
+    names, hv = fabric(2, gpu003=[{"name": "ib0", "subnet": "10.40.0.0/22"}, dict(RAIL1)])
+    ipoib_addresses(names, hv)
+    names, hv = fabric(2, gpu003=[{"name": "ib0", "subnet": "10.40.0.0/22", "mode": "datagram"}, dict(RAIL1)])
+    message = rail_error(names, hv)
+    assert "interface ib0 has different modes" in message and "mode datagram on gpu003 (1 host)" in message
+    assert "interface ib0 has different MTUs" in message and "mtu 4092 on gpu003 (1 host)" in message
+
+
+def test_a_rail_with_a_subnet_on_some_hosts_and_none_on_others_is_refused():
+    names, hv = fabric(2, gpu003=[{"name": "ib0", "mode": "connected", "mtu": 65520}, dict(RAIL1)])
+    assert ("interface ib0 has different subnets on the hosts of one fabric: subnet 10.40.0.0/22 on gpu001, gpu002 "
+            "(2 hosts); no subnet on gpu003 (1 host)") in rail_error(names, hv)
+
+
+def test_every_differing_rail_and_key_is_reported_at_once():
+    names, hv = fabric(3, gpu004=[dict(RAIL0, mtu=2044, mode="datagram"), dict(RAIL1, subnet="10.42.0.0/22")])
+    message = rail_error(names, hv)
+    for words in ("interface ib0 has different modes", "interface ib0 has different MTUs",
+                  "interface ib1 has different subnets"):
+        assert words in message
+    assert "interface ib0 has different subnets" not in message and "interface ib1 has different modes" not in message
+
+
+def test_the_fabric_check_names_the_variable_it_reads():
+    names, hv = hosts("gpu1", "gpu2", gpu1={"__own": [IB0]}, gpu2={"__own": [dict(IB0, mtu=9000)]})
+    with pytest.raises(AnsibleFilterError) as err:
+        ipoib_addresses(names, hv, interfaces_var=["__own", "infiniband_ipoib_interfaces"])
+    assert "infiniband_ipoib_interfaces: interface ib0 has different MTUs" in str(err.value)
+
+
+def test_the_fabric_check_stays_fast_on_two_thousand_hosts():
+    names, hv = fabric(2000)
+    hv["gpu1999"]["infiniband_ipoib_interfaces"] = [dict(RAIL0, mtu=4000), dict(RAIL1)]
+    start = time.monotonic()
+    message = rail_error(names, hv)
+    assert time.monotonic() - start < 3.0
+    assert "mtu 65520 on gpu0001" not in message and "mtu 4000 on gpu1999 (1 host)" in message
