@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpucluster.ops.plugins.module_utils._xid_catalog import (
+    ACT_FATAL, ACT_NONFATAL, ACT_NVLINK5_FATAL, ACT_NVLINK5_NONFATAL, DRIVER_EVENTS, NVLINK5_CODES, XID_CATALOG,
+    recovery_action,
+)
+
 SEVERITIES = ("ok", "info", "warning", "error", "unknown")
 LEVELS = ("quick", "standard", "deep")
 
@@ -42,13 +47,11 @@ DEFAULT_THRESHOLDS = {
     "nccl_busbw_min_gbps": None,    # deep level; no default: depends on the system
 }
 
-# Xid codes that mean the GPU needs a reset or a reboot (or RMA), versus those that usually mean a user program
-# failed. The kernel-log parser's XID_CATALOG refines this when it knows the code.
-XID_ERROR_CODES = frozenset([
-    32, 38, 44, 45, 48, 56, 57, 58, 61, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 109, 110, 119, 120,
-    121, 122, 123, 124, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 151, 154, 155, 156, 157, 158,
-])
-XID_APPLICATION_CODES = frozenset([13, 31, 43])
+# Xid codes that mean the GPU needs a reset or a reboot (or RMA), and those that usually mean a user program failed:
+# both from the Xid catalogue (_xid_catalog, NVIDIA's catalog for drivers R570-R590), not a second list. A snapshot's
+# "xid_catalog" overrides the catalogue entry for a code.
+XID_ERROR_CODES = frozenset(code for code, entry in XID_CATALOG.items() if entry["severity"] == "error")
+XID_APPLICATION_CODES = frozenset(code for code, entry in XID_CATALOG.items() if entry["class"] == "application")
 
 _ACTIONS = {
     "reset": "drain the node, let running jobs finish or requeue them, then reset the GPU (nvidia-smi -r) or reboot",
@@ -605,16 +608,14 @@ def check_nvlink_errors(snapshot, config):
 # --------------------------------------------------------------------------------------------------------------
 
 def check_xid(snapshot, config):
-    """Xid and SXid events in the time window, classified; codes on the ignore list are skipped."""
+    """Xid and SXid events in the time window, classified; codes on the ignore list are skipped. Xids are grouped per
+    code, GPU and the driver's Fatal/Nonfatal word, so a Fatal one is never merged into a Nonfatal one."""
     kernel = snapshot.get("kernel")
     if kernel is None:
         return []
-    limits = merged_thresholds(config)
     xid_conf = (config or {}).get("xid") or {}
     ignore = set(xid_conf.get("ignore") or [])
-    window = xid_conf.get("window_s", limits["xid_window_s"])
-    now = snapshot.get("now")
-    since = now - window if now is not None and window else None
+    since = _xid_since(snapshot, config)
     catalog = snapshot.get("xid_catalog") or {}
     grouped = {}
     for event in kernel.get("events") or []:
@@ -623,48 +624,125 @@ def check_xid(snapshot, config):
         epoch = event.get("epoch")
         if since is not None and epoch is not None and epoch < since:
             continue
-        key = (event["kind"], event.get("code"), event.get("bus_id") or event.get("device"))
+        fatal = event.get("fatal") if event["kind"] == "xid" else None
+        key = (event["kind"], event.get("code"), event.get("bus_id") or event.get("device"), fatal)
         grouped.setdefault(key, []).append(event)
     found = []
     by_bus = {gpu.get("bus_id"): _gpu_target(gpu) for gpu in _gpus(snapshot) if gpu.get("bus_id")}
-    for (kind, code, where), events in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2] or "")):
+    order = {True: 0, None: 1, False: 2}
+    for (kind, code, where, fatal), events in sorted(
+            grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2] or "", order.get(kv[0][3], 1))):
         found.append(_xid_finding(kind, code, where, by_bus.get(where, where), events, catalog,
-                                  set(xid_conf.get("error_codes") or []), set(xid_conf.get("warning_codes") or [])))
+                                  set(xid_conf.get("error_codes") or []), set(xid_conf.get("warning_codes") or []),
+                                  fatal))
     return found
 
 
-def _xid_finding(kind, code, where, target, events, catalog, extra_errors, extra_warnings):
+def _xid_since(snapshot, config):
+    """Start of the Xid time window (epoch), or ``None`` for no window."""
+    window = ((config or {}).get("xid") or {}).get("window_s", merged_thresholds(config)["xid_window_s"])
+    now = snapshot.get("now")
+    return now - window if now is not None and window else None
+
+
+def _xid_finding(kind, code, where, target, events, catalog, extra_errors, extra_warnings, fatal=None):
+    # pylint: disable=too-many-arguments,too-many-branches
     last = events[-1]
     count = len(events)
-    message = "%d %s %s event(s) on %s, last: %s" % (count, kind.upper(), code, where or "an unknown device",
-                                                     last.get("message", "")[:200])
+    word = {True: " (Fatal)", False: " (Nonfatal)"}.get(fatal, "")
+    message = "%d %s %s%s event(s) on %s, last: %s" % (count, kind.upper(), code, word, where or "an unknown device",
+                                                       last.get("message", "")[:200])
     if kind == "sxid":
         fatal = any(e.get("sxid_fatal") for e in events)
         return finding("xid", "NVSWITCH-SXID-FATAL" if fatal else "NVSWITCH-SXID",
                        "error" if fatal else "warning", where or "nvswitch", message,
                        (_ACTIONS["reboot"] + "; if it repeats, " + _ACTIONS["rma"]) if fatal
                        else _ACTIONS["investigate"])
-    entry = catalog.get(code) or {}
+    entry = catalog.get(code) or XID_CATALOG.get(code) or {}
+    action = entry.get("action")
+    recovery, recovery_severity = recovery_action(last.get("message")) if code == 154 else (None, None)
     if code in extra_errors:
         severity = "error"
     elif code in extra_warnings:
         severity = "warning"
+    elif fatal is False:  # the driver says Nonfatal: a warning, not a reason to drain
+        severity = "warning"
+        action = ACT_NVLINK5_NONFATAL if code in NVLINK5_CODES else ACT_NONFATAL
+    elif fatal is True:
+        severity = "error"
+        if code in NVLINK5_CODES or entry.get("severity") != "error":
+            action = ACT_NVLINK5_FATAL if code in NVLINK5_CODES else ACT_FATAL
+    elif recovery_severity is not None:
+        severity = recovery_severity
     elif entry.get("severity") in ("warning", "error"):
         severity = entry["severity"]
-    elif code in XID_ERROR_CODES:
-        severity = "error"
     else:
-        severity = "warning"
+        severity = "error" if code in XID_ERROR_CODES else "warning"
     is_app = entry.get("class") == "application" or (not entry and code in XID_APPLICATION_CODES)
     if code == 79:
         code_name = "GPU-FALLEN-OFF-BUS"
+    elif recovery is not None and severity == recovery_severity:
+        code_name = "GPU-RECOVERY-ACTION"
+        message = "%s; recovery action now: %s" % (message, recovery)
+        action = ("the driver asks for '%s' on this GPU: drain the node and do it (GPU reset: nvidia-smi -r); the "
+                  "Xid before this one says why" % recovery) if severity == "error" else \
+            "the driver's recovery action for this GPU is back to None: no action"
     elif is_app and severity == "warning":
         code_name = "GPU-XID-APP"
     else:
         code_name = "GPU-XID-ERROR" if severity == "error" else "GPU-XID-WARNING"
-    action = entry.get("action") or (_ACTIONS["reset"] if severity == "error" else
-                                     "usually a user program fault; look at the job that ran at that time")
+    action = action or (_ACTIONS["reset"] if severity == "error" else
+                        "usually a user program fault; look at the job that ran at that time")
     return finding("xid", code_name, severity, target or "node", message, action)
+
+
+# Finding codes of the driver/GSP failures that the kernel log shows without an Xid line (_kernlog event kinds).
+DRIVER_LOG_CODES = {
+    "gsp_timeout": "GPU-GSP-TIMEOUT",
+    "driver_init_failed": "GPU-DRIVER-INIT-FAILED",
+    "gpu_lost": "GPU-FALLEN-OFF-BUS",
+}
+
+
+def check_driver_log(snapshot, config):
+    """Driver and GSP failures logged without an Xid line (GSP RPC/heartbeat timeouts, ``RmInitAdapter failed``, a GPU
+    fallen off the bus) in the Xid time window, one finding per kind and GPU. A failure that an Xid line of the same
+    GPU also reports in the window (119/120, 143, 79; on any GPU when the line names none) is left to check_xid, and a
+    line that names no GPU is folded into a finding of the same kind that names one."""
+    kernel = snapshot.get("kernel")
+    if kernel is None:
+        return []
+    since = _xid_since(snapshot, config)
+    events = [e for e in kernel.get("events") or [] if e.get("kind") in DRIVER_EVENTS or e.get("kind") == "xid"]
+    events = [e for e in events if since is None or e.get("epoch") is None or e["epoch"] >= since]
+    xid_buses = {}
+    for event in events:
+        if event["kind"] == "xid":
+            xid_buses.setdefault(event.get("code"), set()).add(event.get("bus_id"))
+    grouped = {}
+    for event in events:
+        kind = event["kind"]
+        if kind == "xid":
+            continue
+        bus = event.get("bus_id")
+        covering = [xid_buses.get(code, set()) for code in DRIVER_EVENTS[kind]["xids"]]
+        if any((bus in buses) if bus else buses for buses in covering):
+            continue
+        grouped.setdefault((kind, bus or event.get("device") or ""), []).append(event)
+    # A line that names no GPU (the GSP boot or heartbeat lines) belongs to the failure a line of the same kind names.
+    named = {kind for (kind, _where), group in grouped.items() if group[-1].get("bus_id")}
+    grouped = {key: group for key, group in grouped.items() if group[-1].get("bus_id") or key[0] not in named}
+    by_bus = {gpu.get("bus_id"): _gpu_target(gpu) for gpu in _gpus(snapshot) if gpu.get("bus_id")}
+    found = []
+    for (kind, where), group in sorted(grouped.items()):
+        facts = DRIVER_EVENTS[kind]
+        bus = group[-1].get("bus_id")
+        place = where if bus else ("driver instance %s" % where if where else "a GPU the line does not name")
+        message = "%d kernel log line(s) without an Xid: %s on %s, last: %s" % (
+            len(group), facts["name"], place, group[-1].get("message", "")[:200])
+        found.append(finding("driver_log", DRIVER_LOG_CODES[kind], facts["severity"],
+                             by_bus.get(bus, bus) if bus else "node", message, facts["action"]))
+    return found
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -875,6 +953,7 @@ CHECKS = (
     ("fabric", "quick", check_fabric),
     ("nvlink", "quick", check_nvlink),
     ("xid", "quick", check_xid),
+    ("driver_log", "quick", check_driver_log),
     ("infiniband", "quick", check_infiniband),
     ("ib_flaps", "quick", check_ib_flaps),
     ("nvlink_errors", "standard", check_nvlink_errors),

@@ -1,13 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU and fabric events from kernel logs: NVIDIA Xid, NVSwitch SXid and IB link flaps (see docs/health-model.md).
+"""GPU and fabric events from kernel logs: NVIDIA Xid, NVSwitch SXid, GPU driver/GSP failures without an Xid line and
+IB link flaps (see docs/health-model.md).
 
 ``parse_kernel_log(text, since_epoch=None, ...)`` returns::
 
-    {"events": [{"kind": "xid" | "sxid" | "link_down" | "link_up", "code", "bus_id", "device", "pid", "process",
-                 "sxid_fatal", "message", "epoch", "uptime_s", "raw"}],
+    {"events": [{"kind": "xid" | "sxid" | "gsp_timeout" | "driver_init_failed" | "gpu_lost" | "link_down" | "link_up",
+                 "code", "bus_id", "device", "pid", "process", "fatal", "sxid_fatal", "message", "epoch", "uptime_s",
+                 "raw"}],
      "latest_epoch": float | None, "errors": [...], "unreadable": [...]}
+
+``fatal`` is the driver's own word: ``True`` for an Xid or SXid line that says ``Fatal``, ``False`` for ``Nonfatal``
+(also ``Non-fatal``, any case), ``None`` when it says neither. The word counts where the driver puts it: first in the
+message (SXid ``20034, Fatal, Link 46 ...``) or after the unit of the NVLink Xids 144-150
+(``145, RLW_REMAP Nonfatal XC0 i0 Link 02 (0x... 0x...)``); "fatal" elsewhere in a message (Xid 74's ``NVLink: fatal
+error detected``) is text, not the severity field.
+
+Driver and GSP failures that come without an Xid line are events too, ``bus_id`` from the line when it names one
+(``NVRM: GPU 0000:01:00.0: ...``, ``... for GPU at PCI:0000:9b:00 ...``) and ``device`` the driver's instance
+(``GPU4``) when it names one: ``gsp_timeout`` (GSP RPC timeout, ``GSP RM``/``LibOS heartbeat timed out``, the GSP
+timeout banner, the rate-limiting notice that says the GPU likely needs a reset), ``driver_init_failed``
+(``RmInitAdapter failed! (0x..:0x..:..)``, ``rm_init_adapter failed``, ``Cannot initialize GSP firmware RM``,
+``unexpected WPR2 already up``) and ``gpu_lost`` (``GPU has fallen off the bus.`` without an Xid).
 
 It reads every prefix style a node produces: ``dmesg`` (``[ 1234.567890]``), ``dmesg -T``
 (``[Sun Feb 23 16:24:18 2025]``), ``dmesg --time-format iso``, ``dmesg --decode`` (``kern  :warn  :``), syslog
@@ -16,12 +31,9 @@ and bare lines. Stamps without a zone (syslog, ``dmesg -T``, ``short-precise``) 
 ``utc_offset_s`` is given; syslog stamps have no year: it comes from ``year``, else from ``reference_epoch`` (default:
 now), going one year back for dates that would lie in the future.
 
-``XID_CATALOG`` maps Xid codes to ``{"name", "class", "severity", "action"}``, from NVIDIA's Xid catalog
-(docs.nvidia.com/deploy/xid-errors). Severity ``error`` when the catalog asks for a GPU reset, a reboot or a
-hardware workflow, or when the Xid reports a memory fault (48, 64, 92, 94, 95, 140, ...); ``warning`` for
-application faults (13, 31, 43, 45, ...), engine exceptions the application restart clears, informational events and
-Xid 63 (a row remap that waits for a reset: drain when convenient; the nvidia-smi ``remapped_rows.pending`` check
-covers it too). ``xid_info(code)`` answers for unknown codes as well (``class: unknown``, ``severity: warning``).
+``XID_CATALOG`` (re-exported from ``_xid_catalog``, which cites NVIDIA's catalogue for drivers R570-R590) maps Xid
+codes to ``{"name", "class", "resolution", "severity", "action"}``; ``xid_info(code)`` answers for unknown codes as
+well (``class: unknown``, ``severity: warning``).
 
 Standard library only, Python 3.6+; nothing here raises.
 """
@@ -31,6 +43,9 @@ import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
     append_capped, clean_text, new_error, new_result, normalize_bus_id,
+)
+from ansible_collections.gpucluster.ops.plugins.module_utils._xid_catalog import (  # noqa: F401 (re-exported)
+    CATALOG_SOURCE, XID_CATALOG, xid_info,
 )
 
 _MONTHS = {name: number for number, name in enumerate(
@@ -59,6 +74,26 @@ _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[^)]*)\): (?P<code>\d{1,9})\
 _SXID_RE = re.compile(r"(?P<device>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<bus>[^)]*)\): (?P<code>\d{1,9})\b,?\s*(?P<rest>.*)$")
 _SXID_SEVERITY_RE = re.compile(r"(?P<word>Fatal|Non-fatal|Nonfatal|Non fatal)\b,?\s*", re.IGNORECASE)
 _SXID_DETAIL_RE = re.compile(r"(?:Severity \d+ Engine instance|Data \{)")
+# The severity field of an Xid message: first, or after the unit of the NVLink Xids 144-150 (``RLW_REMAP Nonfatal``,
+# ``NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal``, ``TLW_RX/TLW_RX_PIPE0 Nonfatal``).
+_XID_SEVERITY_RE = re.compile(
+    r"(?:[A-Z][A-Z0-9_]*(?:/[A-Z][A-Z0-9_]*)*\s+)?(?P<word>(?i:fatal|non-?fatal|non fatal))(?=[\s,.;:(]|$)")
+# Driver and GSP failures without an Xid line (kernel_gsp.c, osinit.c, nv.c of drivers R570-R590).
+_DRIVER_EVENT_RES = (
+    ("gsp_timeout", re.compile(
+        r"Timeout (?:after \d+m?s of )?waiting for RPC (?:response )?from (?:GPU\d+ )?GSP"
+        r"|(?i:heartbeat timed out)|Rate limiting GSP RPC error prints for GPU|GSP core unresponsive"
+        r"|GSP-RM unresponsive|GSP-RM is slow|\*{5,} GSP Timeout \*{5,}"
+        r"|sanity check failed 0x[0-9a-fA-F]+ waiting for RPC response from GSP")),
+    ("driver_init_failed", re.compile(
+        r"RmInitAdapter failed|rm_init_adapter(?:\(\d+\))? failed|Cannot initialize GSP firmware RM"
+        r"|unexpected WPR2 already up")),
+    ("gpu_lost", re.compile(r"has fallen off the bus")),
+)
+_DRIVER_HINTS = ("GSP", "eartbeat", "nitAdapter", "nit_adapter", "fallen off", "WPR2")
+_DRIVER_BUS_RE = re.compile(
+    r"GPU (?:at )?(?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)(?![0-9a-fA-F])")
+_GPU_INSTANCE_RE = re.compile(r"\bGPU(?P<inst>\d{1,3})\b")
 _CARRIER_RE = re.compile(r"(?:^|\s)(?P<device>[\w.\-@]+): (?P<state>lost|gained) carrier\b", re.IGNORECASE)
 _MLX5_LINK_RE = re.compile(
     r"mlx5_(?:core|ib)\S*(?: (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F:.]+))?(?: (?P<device>[\w.\-@]+))?: Link (?P<state>down|up)\b",
@@ -73,226 +108,6 @@ _FUTURE_SLACK_S = 2 * 86400
 _TAIL_LINES = 200
 _BUS_ID_CACHE = {}
 _BUS_ID_CACHE_SIZE = 256
-
-_ACT_APP = "Restart the application; if it recurs with a known-good application, check the application/CUDA code."
-_ACT_ENGINE = "Engine exception: restart the application; contact support if it recurs on this GPU."
-_ACT_RESET = "Drain the node and reset the GPU (nvidia-smi -r or reboot); contact support if it recurs."
-_ACT_REBOOT = "Drain the node and reboot it (power cycle); contact support if it recurs."
-_ACT_INFO = "Informational; no action unless it repeats."
-_ACT_NVLINK5 = "NVLink error: decode intrInfo/errorStatus with the Xid 144-150 tab of NVIDIA's Xid catalog; reset the GPU if it is fatal."
-_ACT_UNKNOWN = "Unknown Xid: look it up in NVIDIA's Xid catalog for this driver; contact support if it repeats."
-
-XID_CATALOG = {
-    8: {
-        "name": "GPU stopped processing", "class": "application", "severity": "warning",
-        "action": "GPU stopped processing: restart the application; contact support if it recurs."},
-    11: {"name": "Invalid or corrupted push buffer stream", "class": "application", "severity": "warning", "action": _ACT_APP},
-    13: {
-        "name": "Graphics Engine Exception", "class": "application", "severity": "warning",
-        "action": "Application fault: restart the application; if it repeats on the same GPC/TPC, run dcgmi diag -r 3 (possible hardware fault)."},
-    14: {"name": "Fake or injected error", "class": "driver", "severity": "warning", "action": "Injected test error: no action."},
-    25: {"name": "Invalid or illegal push buffer stream", "class": "application", "severity": "warning", "action": _ACT_APP},
-    31: {
-        "name": "GPU memory page fault", "class": "application", "severity": "warning",
-        "action": "Application memory fault: restart the application; if it repeats on the same GPU across jobs, run dcgmi diag -r 3."},
-    32: {"name": "Invalid or corrupted push buffer stream", "class": "application", "severity": "warning", "action": _ACT_APP},
-    37: {
-        "name": "Driver firmware error", "class": "driver", "severity": "warning",
-        "action": "Driver firmware error: no action unless it repeats; then update the driver."},
-    38: {
-        "name": "Driver firmware error", "class": "driver", "severity": "warning",
-        "action": "Driver firmware watchdog: no action unless it repeats; then contact support."},
-    39: {"name": "Copy Engine Exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    40: {"name": "Copy Engine Exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    41: {"name": "Copy Engine Exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    43: {
-        "name": "GPU stopped processing", "class": "application", "severity": "warning",
-        "action": "The application hit a software fault and was stopped; no action for the node."},
-    44: {"name": "Graphics Engine fault during context switch", "class": "driver", "severity": "warning", "action": _ACT_INFO},
-    45: {
-        "name": "Preemptive cleanup, due to previous errors", "class": "application", "severity": "warning",
-        "action": "Preemptive cleanup after other errors: follow the other Xids; seen alone, restart the fabric manager."},
-    46: {"name": "GPU stopped processing", "class": "hardware", "severity": "error", "action": _ACT_RESET},
-    48: {
-        "name": "Double Bit ECC Error", "class": "memory", "severity": "error",
-        "action": "Uncorrectable ECC error: drain the node and reset the GPU; if it recurs, run field diagnostics."},
-    54: {
-        "name": "Auxiliary power is not connected to the GPU board", "class": "hardware", "severity": "error",
-        "action": "Auxiliary power is not connected: check the GPU's power cables and seating."},
-    60: {"name": "Video processor exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    62: {"name": "Internal micro-controller halt", "class": "hardware", "severity": "error", "action": _ACT_RESET},
-    63: {
-        "name": "GPU memory remapping event", "class": "memory", "severity": "warning",
-        "action": "Row remapping pending: drain and reset the GPU when convenient to activate it (now if Xid 48 came with it)."},
-    64: {
-        "name": "GPU memory remapping failure", "class": "memory", "severity": "error",
-        "action": "Row remapping failed: drain the node, reset the GPU and contact support (likely RMA)."},
-    66: {
-        "name": "Illegal access by driver", "class": "driver", "severity": "warning",
-        "action": "Illegal register access by the driver: investigate the software; update the driver if it repeats."},
-    67: {
-        "name": "Illegal access by driver", "class": "driver", "severity": "warning",
-        "action": "Illegal register access by the driver: contact support if it repeats."},
-    68: {"name": "NVDEC0 Exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    69: {"name": "Graphics Engine class error", "class": "application", "severity": "warning", "action": _ACT_APP},
-    70: {"name": "CE3: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    71: {"name": "CE4: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    72: {"name": "CE5: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    74: {
-        "name": "NVLINK Error", "class": "nvlink", "severity": "error",
-        "action": "NVLink error: drain the node and reset the GPU; check and re-seat the link and run diagnostics if it repeats."},
-    75: {"name": "CE6: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    76: {"name": "CE7: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    77: {"name": "CE8: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    78: {
-        "name": "vGPU Start Error", "class": "driver", "severity": "error",
-        "action": "vGPU failed to start: align guest and host driver versions and the vGPU type."},
-    79: {
-        "name": "GPU has fallen off the bus", "class": "hardware", "severity": "error",
-        "action": "GPU has fallen off the bus: drain the node and reboot it (power cycle); contact support if it recurs."},
-    80: {"name": "Corrupted data sent to GPU", "class": "application", "severity": "warning", "action": _ACT_APP},
-    82: {"name": "NVJPG0 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    83: {"name": "NVDEC1 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    84: {"name": "NVDEC2 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    85: {"name": "CE9: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    86: {"name": "OFA Exception", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    88: {"name": "NVDEC3 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    89: {"name": "NVDEC4 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    92: {
-        "name": "High single-bit ECC error rate", "class": "memory", "severity": "error",
-        "action": "High single-bit ECC error rate: watch the ECC and remapped-row counters; contact support if it persists."},
-    93: {
-        "name": "InfoROM wear limit exceeded", "class": "memory", "severity": "warning",
-        "action": "InfoROM wear limit exceeded: contact support at the next maintenance."},
-    94: {
-        "name": "Contained memory error", "class": "memory", "severity": "error",
-        "action": "Contained ECC error: restart the affected application; reset the GPU when convenient to remap the row."},
-    95: {
-        "name": "Uncontained memory error", "class": "memory", "severity": "error",
-        "action": "Uncontained ECC error: drain the node and reset the GPU."},
-    96: {"name": "NVDEC5 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    97: {"name": "NVDEC6 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    98: {"name": "NVDEC7 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    99: {"name": "NVJPG1 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    100: {"name": "NVJPG2 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    101: {"name": "NVJPG3 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    102: {"name": "NVJPG4 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    103: {"name": "NVJPG5 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    104: {"name": "NVJPG6 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    105: {"name": "NVJPG7 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    106: {"name": "SMBPBI Test Message", "class": "driver", "severity": "warning", "action": "SMBPBI test message: no action."},
-    107: {"name": "SMBPBI Test Message Silent", "class": "driver", "severity": "warning", "action": "SMBPBI test message: no action."},
-    109: {"name": "Context Switch Timeout Error", "class": "driver", "severity": "error", "action": _ACT_RESET},
-    110: {
-        "name": "Security Fault Error", "class": "hardware", "severity": "error",
-        "action": "Security fault: drain the node and reset the GPU; investigate the software if it recurs."},
-    119: {
-        "name": "GSP RPC Timeout", "class": "driver", "severity": "error",
-        "action": "GSP RPC timeout: drain the node and reset the GPU; update the driver if it recurs."},
-    120: {
-        "name": "GSP Error", "class": "driver", "severity": "error",
-        "action": "GSP error: drain the node and reset the GPU; update the driver if it recurs."},
-    121: {
-        "name": "C2C Error", "class": "hardware", "severity": "warning",
-        "action": "C2C link corrected errors: no action; contact support if they repeat."},
-    126: {"name": "CE10: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    127: {"name": "CE11: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    128: {"name": "CE12: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    129: {"name": "CE13: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    130: {"name": "CE14: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    131: {"name": "CE15: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    132: {"name": "CE16: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    133: {"name": "CE17: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    134: {"name": "CE18: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    135: {"name": "CE19: Unknown Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    136: {
-        "name": "Link Training Failed", "class": "nvlink", "severity": "error",
-        "action": "NVLink training failed: reset the GPU; check the link's cables and signal integrity."},
-    137: {
-        "name": "NVLink Privilege Error", "class": "application", "severity": "warning",
-        "action": "Illegal NVLink peer access (application bug): run the application under cuda-gdb or compute-sanitizer."},
-    139: {"name": "OFA1 Error", "class": "hardware", "severity": "warning", "action": _ACT_ENGINE},
-    140: {
-        "name": "ECC Unrecovered Error", "class": "memory", "severity": "error",
-        "action": "Unrecovered ECC error: drain the node and reset the GPU; contact support if it recurs."},
-    141: {"name": "CUDA Fast Path Error", "class": "driver", "severity": "warning", "action": _ACT_INFO},
-    142: {"name": "NVENC3 Error", "class": "hardware", "severity": "error", "action": "NVENC3 error: contact support."},
-    143: {
-        "name": "GPU Initialization Error", "class": "hardware", "severity": "error",
-        "action": "GPU initialisation failed: drain the node and reset the GPU; contact support if it recurs."},
-    144: {"name": "NVLINK: SAW Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    145: {"name": "NVLINK: RLW Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    146: {"name": "NVLINK: TLW Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    147: {"name": "NVLINK: TREX Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    148: {"name": "NVLINK: NVLPW_CTRL Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    149: {"name": "NVLINK: NETIR Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    150: {"name": "NVLINK: MSE Error", "class": "nvlink", "severity": "error", "action": _ACT_NVLINK5},
-    151: {"name": "Key rotation Error", "class": "driver", "severity": "error", "action": "Key rotation error: restart the VM that owns the GPU."},
-    154: {
-        "name": "GPU Recovery Action Changed", "class": "driver", "severity": "warning",
-        "action": "GPU recovery action changed: follow the action it names for the Xid it accompanies."},
-    155: {
-        "name": "NVLINK: SW Defined Error", "class": "nvlink", "severity": "error",
-        "action": "NVLink taken down by software: reset the GPU; find who disabled the link if unexpected."},
-    156: {
-        "name": "Resource Retirement Event", "class": "memory", "severity": "error",
-        "action": "Resource retirement event: reset the GPU to apply the retirement."},
-    157: {
-        "name": "Resource Retirement Failure", "class": "memory", "severity": "error",
-        "action": "Resource retirement failed (no spare resources left): contact support."},
-    158: {"name": "GPU Fatal Timeout", "class": "hardware", "severity": "error", "action": _ACT_RESET},
-    159: {
-        "name": "CHI Non-Data Error", "class": "hardware", "severity": "warning",
-        "action": "C2C non-data error: reset the GPU if UVM or vGPU is in use; otherwise no action."},
-    160: {
-        "name": "Channel Retirement Event", "class": "driver", "severity": "warning",
-        "action": "Channel retirement: informational; investigate the software if it repeats."},
-    161: {
-        "name": "Channel Retirement Failure", "class": "driver", "severity": "warning",
-        "action": "Channel retirement failed: investigate the software."},
-    162: {
-        "name": "Power smoothing circuitry re-engaged", "class": "hardware", "severity": "warning",
-        "action": "Power smoothing re-engaged: no action."},
-    163: {
-        "name": "Power smoothing circuitry disengaged", "class": "hardware", "severity": "warning",
-        "action": "Power smoothing disengaged: no reset needed; watch power swings."},
-    164: {
-        "name": "Power smoothing circuitry low lifetime", "class": "hardware", "severity": "warning",
-        "action": "Power smoothing circuitry near end of life: plan GPU replacement if power swings matter."},
-    165: {
-        "name": "Power smoothing circuitry lifetime exhausted", "class": "hardware", "severity": "warning",
-        "action": "Power smoothing circuitry exhausted: replace the GPU if power swings are not acceptable."},
-    166: {
-        "name": "NVLink traffic before encryption was configured", "class": "nvlink", "severity": "warning",
-        "action": "Confidential-computing NVLink traffic before encryption was set up: check the CC configuration."},
-    167: {
-        "name": "PCIE_FATAL_TIMEOUT", "class": "hardware", "severity": "error",
-        "action": "PCIe fatal timeout: drain the node and reset the GPU; check PCIe seating and risers if it recurs."},
-    168: {
-        "name": "Errors found in write-protected memory region", "class": "memory", "severity": "error",
-        "action": "Errors in the write-protected memory region (ECC disabled?): enable ECC and reset the GPU."},
-    169: {
-        "name": "Internal micro-controller halt", "class": "hardware", "severity": "error",
-        "action": "SEC2 micro-controller halted: drain the node and reset the GPU."},
-    170: {
-        "name": "Interrupt seen in CC mode", "class": "nvlink", "severity": "warning",
-        "action": "Confidential-computing NVLink interrupt: check the CC configuration."},
-    171: {
-        "name": "Uncorrectable DRAM error", "class": "memory", "severity": "error",
-        "action": "Uncorrectable DRAM error (details of Xid 48): drain the node and reset the GPU."},
-    172: {
-        "name": "Uncorrectable SRAM error", "class": "memory", "severity": "error",
-        "action": "Uncorrectable SRAM error (details of Xid 48): drain the node and reset the GPU."},
-}
-
-
-def xid_info(code):
-    """The ``XID_CATALOG`` entry for ``code`` (an int); unknown codes get class ``unknown`` and severity ``warning``."""
-    entry = XID_CATALOG.get(code)
-    if entry is not None:
-        return entry
-    return {"name": "Unknown Xid %s" % code, "class": "unknown", "severity": "warning", "action": _ACT_UNKNOWN}
-
 
 class _Clock(object):
     """Epoch seconds from the stamps of one log, cached per second (a flood of lines shares few distinct seconds)."""
@@ -428,10 +243,19 @@ def _plus(epoch, fraction):
 
 
 def new_event(kind, line, epoch, uptime_s, code=None, bus_id=None, device=None, pid=None, process=None,
-              sxid_fatal=None, message=""):  # pylint: disable=too-many-arguments
+              sxid_fatal=None, message="", fatal=None):  # pylint: disable=too-many-arguments
     """An event of the model."""
     return {"kind": kind, "code": code, "bus_id": bus_id, "device": device, "pid": pid, "process": process,
-            "sxid_fatal": sxid_fatal, "message": message, "epoch": epoch, "uptime_s": uptime_s, "raw": line}
+            "fatal": fatal, "sxid_fatal": sxid_fatal, "message": message, "epoch": epoch, "uptime_s": uptime_s,
+            "raw": line}
+
+
+def severity_word(message):
+    """``True``/``False`` for a message whose severity field says ``Fatal``/``Nonfatal``; ``None`` otherwise."""
+    match = _XID_SEVERITY_RE.match(message)
+    if not match:
+        return None
+    return match.group("word").lower() == "fatal"
 
 
 def _known(value):
@@ -465,7 +289,8 @@ def _bus_id(value):
 
 def _is_candidate(line):
     """Whether a line may hold an event (a cheap test that spares the regexes most lines of a log)."""
-    return "Xid" in line or "arrier" in line or "ARRIER" in line or "mlx5" in line
+    return ("Xid" in line or "arrier" in line or "ARRIER" in line or "mlx5" in line
+            or ("NVRM" in line and any(hint in line for hint in _DRIVER_HINTS)))
 
 
 class _KernelLogReader(object):
@@ -526,6 +351,8 @@ class _KernelLogReader(object):
                 return self._sxid(line, start, epoch, uptime, lineno)
             if "NVRM: Xid" in line:
                 return self._xid(line, start, epoch, uptime, lineno)
+        elif "NVRM" in line:
+            return self._driver(line, start, epoch, uptime)
         elif "arrier" in line or "ARRIER" in line:
             return self._carrier(line, start, epoch, uptime)
         elif "mlx5" in line and ("ink " in line or "INK " in line):
@@ -543,8 +370,21 @@ class _KernelLogReader(object):
             self._not_understood(lineno, "Xid", line)
             return None
         bus, code, pid, name, message = match.group("bus", "code", "pid", "name", "message")
+        message = message.strip()
         return new_event("xid", line, epoch, uptime, code=int(code), bus_id=_bus_id(bus), pid=_pid(pid),
-                         process=_known(name), message=message.strip())
+                         process=_known(name), message=message, fatal=severity_word(message))
+
+    def _driver(self, line, start, epoch, uptime):
+        """A driver or GSP failure without an Xid (``NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0x40:2028)``,
+        ``NVRM: GPU4 _kgspRpcRecvPoll: GSP RM heartbeat timed out``), or ``None``."""
+        for kind, regex in _DRIVER_EVENT_RES:
+            if regex.search(line, start):
+                body = line[line.index("NVRM", start) + 4:].lstrip(": ").strip()
+                bus = _DRIVER_BUS_RE.search(line, start)
+                instance = _GPU_INSTANCE_RE.search(line, start)
+                return new_event(kind, line, epoch, uptime, bus_id=_bus_id(bus.group("bus")) if bus else None,
+                                 device="GPU" + instance.group("inst") if instance else None, message=body)
+        return None
 
     def _sxid(self, line, start, epoch, uptime, lineno):
         """``nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 46 LTSSM Fault Up``; the ``Severity ...``
@@ -562,7 +402,7 @@ class _KernelLogReader(object):
         severity = _SXID_SEVERITY_RE.match(rest)
         fatal = severity.group("word").lower() == "fatal" if severity else None
         event = new_event("sxid", line, epoch, uptime, code=code, device=device, bus_id=_bus_id(match.group("bus")),
-                          sxid_fatal=fatal, message=rest)
+                          sxid_fatal=fatal, fatal=fatal, message=rest)
         self.last_sxid[(device, code)] = event
         return event
 
@@ -605,7 +445,7 @@ class _KernelLogReader(object):
 
 
 def parse_kernel_log(text, since_epoch=None, reference_epoch=None, year=None, utc_offset_s=None, boot_epoch=None):
-    """Xid, SXid and link flap events of a kernel log, in log order.
+    """Xid, SXid, driver/GSP failure and link flap events of a kernel log, in log order.
 
     ``since_epoch``: keep only events at or after it (events without an epoch are kept). ``reference_epoch`` /
     ``year``: where the year of syslog stamps comes from. ``utc_offset_s``: the zone of zone-less stamps (default:

@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._kernlog import XID_CATALOG, parse_kernel_log, xid_info
+from ansible_collections.gpucluster.ops.plugins.module_utils._xid_catalog import DRIVER_HEADER_CODES, PRE_AMPERE_CODES
 
 from parser_testlib import PEER, REAL, assert_shape, files_in, fixture, fixture_names, garbage, read_text, realdata, truncated
 
 TOP = ("events", "latest_epoch", "errors", "unreadable")
-EVENT_KEYS = ("kind", "code", "bus_id", "device", "pid", "process", "sxid_fatal", "message", "epoch", "uptime_s", "raw")
+EVENT_KEYS = ("kind", "code", "bus_id", "device", "pid", "process", "fatal", "sxid_fatal", "message", "epoch", "uptime_s", "raw")
 REFERENCE = calendar.timegm((2024, 6, 20, 0, 0, 0))  # capture time for the year-less syslog stamps
 
 
@@ -46,16 +47,19 @@ def test_dmesg_uptime_xid79_sxid_and_mlx5_link_flap():
     result = parse(fixture("kernlog", "dmesg_uptime_xid79_sxid.log"))
     assert summary(result) == [
         ("link_down", None, "ibp26s0"), ("link_up", None, "ibp26s0"), ("xid", 79, "00000000:BA:00.0"),
-        ("sxid", 20034, "nvidia-nvswitch2"), ("sxid", 12028, "nvidia-nvswitch1")]
-    link_down, _up, xid, fatal, nonfatal = result["events"]
+        ("gpu_lost", None, "00000000:BA:00.0"), ("sxid", 20034, "nvidia-nvswitch2"), ("sxid", 12028, "nvidia-nvswitch1")]
+    link_down, _up, xid, lost, fatal, nonfatal = result["events"]
+    # the driver's own "GPU has fallen off the bus." line after the Xid is an event of its own
+    assert (lost["message"], lost["uptime_s"]) == ("GPU 0000:ba:00.0: GPU has fallen off the bus.", 86012.12006)
     assert (link_down["bus_id"], link_down["message"], link_down["uptime_s"], link_down["epoch"]) == \
         ("00000000:1A:00.0", "Link down", 5123.406112, None)
     assert (xid["pid"], xid["process"], xid["message"], xid["uptime_s"]) == (None, None, "GPU has fallen off the bus.", 86012.120055)
-    assert (fatal["sxid_fatal"], fatal["bus_id"]) == (True, "00000000:A7:00.0")
+    assert (fatal["sxid_fatal"], fatal["fatal"], fatal["bus_id"]) == (True, True, "00000000:A7:00.0")
     # the Severity and Data lines that follow an SXid belong to it
     assert fatal["message"].startswith("Fatal, Link 12 LTSSM Fault Up; Severity 1 Engine instance 12")
     assert "Data {0x00400000" in fatal["message"] and len(fatal["raw"].split("\n")) == 3
-    assert nonfatal["sxid_fatal"] is False and "Link 33 egress" in nonfatal["message"]
+    assert nonfatal["sxid_fatal"] is False and nonfatal["fatal"] is False and "Link 33 egress" in nonfatal["message"]
+    assert xid["fatal"] is None
     assert result["latest_epoch"] is None
 
 
@@ -231,7 +235,7 @@ def test_unknown_xid_is_a_warning_of_class_unknown():
 
 def test_xid_catalog_values_are_well_formed():
     for code, entry in XID_CATALOG.items():
-        assert isinstance(code, int) and set(entry) == {"name", "class", "severity", "action"}
+        assert isinstance(code, int) and set(entry) == {"name", "class", "resolution", "severity", "action"}
         assert entry["class"] in ("application", "hardware", "driver", "nvlink", "memory")
         assert entry["severity"] in ("warning", "error") and entry["action"].endswith(".")
 
@@ -267,11 +271,16 @@ def test_xid_catalog_agrees_with_nvidias_spreadsheet():
     sheet = {int(row["B"]): row for row in read_xlsx_rows(path)[1:] if row.get("A") == "XID"}
     in_use = {code for code, row in sheet.items()
               if "YES" in (row.get("E"), row.get("F"), row.get("G"), row.get("H")) and row.get("D") != "Unused"}
-    assert set(XID_CATALOG) - set(sheet) == set()
+    assert set(XID_CATALOG) - set(sheet) == DRIVER_HEADER_CODES, "codes neither in the catalogue nor from nverror.h"
     assert in_use - set(XID_CATALOG) == set(), "codes in use that the catalog lacks"
     for code, entry in XID_CATALOG.items():
+        if code in DRIVER_HEADER_CODES:
+            continue
         row = sheet[code]
-        if code not in RENAMED:
+        assert entry["resolution"] == (row.get("I") or None), code
+        if code in PRE_AMPERE_CODES:
+            assert row["D"] == "Unused", code
+        elif code not in RENAMED:
             assert entry["name"] == row["D"], code
         if row.get("I", "").startswith(RESET_ACTIONS):
             assert entry["severity"] == "error", code
@@ -373,7 +382,10 @@ def test_real_kernel_log_known_values():
     iso = parse(real_text("xid", "gpud_dmesg_iso_xid48-63-94.log"))
     assert [e["code"] for e in iso["events"]][:3] == [48, 63, 94]
     gsp = parse(real_text("xid", "gpud_dmesg_xid119_gsp-timeout_h100.log"))
-    assert [e["code"] for e in gsp["events"]] == [119] * 5 and gsp["events"][0]["epoch"] == utc(2025, 2, 23, 16, 24, 18)
+    xids = [e for e in gsp["events"] if e["kind"] == "xid"]
+    assert [e["code"] for e in xids] == [119] * 5 and xids[0]["epoch"] == utc(2025, 2, 23, 16, 24, 18)
+    # "Rate limiting GSP RPC error prints for GPU at PCI:0000:9b:00 ... likely needs to be reset" has no Xid
+    assert [(e["kind"], e["bus_id"]) for e in gsp["events"] if e["kind"] != "xid"] == [("gsp_timeout", "00000000:9B:00.0")]
     (mmu,) = parse(real_text("xid", "nvsentinel_xid31_mmu-fault_multiline.log"))["events"]
     assert "MMU Fault: ENGINE GRAPHICS" in mmu["message"] and "FAULT_PDE" in mmu["message"]
     (nvlink,) = parse(real_text("xid", "nvsentinel_xid74_nvlink-fatal_gb200.log"))["events"]
