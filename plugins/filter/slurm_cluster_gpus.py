@@ -40,6 +40,13 @@ options:
     description: Product name to Slurm GPU type, the slurm role's C(slurm_gpu_type_map).
     type: dict
     default: {}
+  undeclared_ok:
+    description:
+      - Leave out, and list under RV(_value.undeclared), the hosts with neither C(slurm_node_gres) nor gathered GPU
+        facts (for a check that runs before the facts are gathered). Otherwise such a host counts as a node
+        without GPUs, which C(health_check_expected.gpu_count) may refuse.
+    type: bool
+    default: false
 seealso:
   - plugin: gpucluster.ops.slurm_node_lines
     plugin_type: filter
@@ -71,6 +78,11 @@ _value:
       description: Partition name to the Slurm node names in it.
       type: dict
       sample: {batch: [gpu001, gpu002], debug: [gpu002]}
+    undeclared:
+      description: With O(undeclared_ok), the hosts left out because nothing declares or shows their GPUs yet.
+      type: list
+      elements: str
+      sample: []
 """
 
 from ansible.errors import AnsibleFilterError
@@ -79,11 +91,11 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render impor
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 
 
-def slurm_cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None):
-    """Return {nodes: {node: {type: count}}, partitions: {name: [nodes]}} for ``hosts``."""
+def slurm_cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None, undeclared_ok=False):
+    """Return {nodes: {node: {type: count}}, partitions: {name: [nodes]}, undeclared: [hosts]} for ``hosts``."""
     try:
         return cluster_gpus(hosts, fast_hostvars(hostvars), partitions=partitions, groups=groups,
-                            gpu_type_map=gpu_type_map)
+                            gpu_type_map=gpu_type_map, undeclared_ok=undeclared_ok)
     except SlurmRenderError as exc:
         raise AnsibleFilterError("slurm_cluster_gpus: %s" % exc)
 

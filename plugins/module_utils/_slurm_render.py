@@ -725,17 +725,23 @@ def partitions_of(partitions, groups, hostvars=None):
 # The cluster's GPUs (for checks of other models against the cluster, such as the team quotas)
 
 
-def cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None):
+def cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None, undeclared_ok=False):
     """The GPUs of each compute node and the nodes of each partition, as slurm.conf declares them.
 
     Returns ``{"nodes": {node name: {GPU type: count}}, "partitions": {name: [node names]}}``; GPUs without a type
     count under ``""``. The GRES are those of the node lines (node_gres: slurm_node_gres or gathered GPU facts, and
     health_check_expected.gpu_count must agree); the partitions those of partition_lines (``partitions`` None: no
     partitions are reported). Nothing about CPUs or memory is read, so no hardware facts are needed.
+
+    ``undeclared_ok``: a host with neither ``slurm_node_gres`` nor gathered GPU facts is not judged but listed under
+    ``undeclared`` (a check that runs before the GPU facts are gathered); otherwise it counts as a node without GPUs.
     """
-    nodes, owners = {}, {}
+    nodes, owners, undeclared = {}, {}, []
     for host in _host_list(hosts):
         hv = _hostvars_of(hostvars, host)
+        if undeclared_ok and _declared_gres(host, hv) is None and not _fact_gpus(host, hv, _type_map(host, hv, gpu_type_map)):
+            undeclared.append(host)
+            continue
         gres, _gpus = node_gres(host, hv, gpu_type_map)
         name = node_name(host, hv)
         if name in owners:
@@ -751,7 +757,7 @@ def cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=Non
     if partitions is not None:
         for _line, name, members in partitions_of(partitions, groups or {}, hostvars):
             found[name] = sorted(set(members))
-    return {"nodes": nodes, "partitions": found}
+    return {"nodes": nodes, "partitions": found, "undeclared": undeclared}
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -349,7 +349,7 @@ def _team_quota_preflight(example, **overrides):
     variables.update(example.manager.get_vars(host=example.inventory.get_host(controller), include_hostvars=True))
     variables.update(_trust(_load_yaml(os.path.join(role, "vars", "main.yml"))))
     variables.update(overrides)
-    tasks = {t["name"]: t for t in _load_yaml(os.path.join(role, "tasks", "preflight.yml"))}
+    tasks = {t["name"]: t for t in _load_yaml(os.path.join(role, "tasks", "inventory_check.yml"))}
     read = tasks["Read the GPUs of every compute node and the nodes of every partition"]["ansible.builtin.set_fact"]
     check = tasks["Check that the cluster's compute nodes are in the inventory"]["ansible.builtin.assert"]["that"]
     templar = Templar(loader=example.loader, variables=variables)

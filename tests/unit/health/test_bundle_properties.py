@@ -66,7 +66,10 @@ def _inputs(bundle, profile):
     for device in sorted(os.listdir(sysfs)):
         ports = os.path.join(sysfs, device, "ports")
         for port in sorted(os.listdir(ports)):
-            paths.extend(os.path.join(ports, port, name) for name in SYSFS_PORT_FILES)
+            with open(os.path.join(ports, port, "link_layer")) as handle:
+                judged = handle.read().strip() == "InfiniBand"   # RoCE ports are not InfiniBand ports to check
+            paths.extend(os.path.join(ports, port, name) for name in SYSFS_PORT_FILES
+                         if judged or name == "link_layer")
     return paths
 
 
@@ -101,6 +104,9 @@ def _mutate(work, path, mutation):
         cut = int(len(original) * value)
         if original[:cut].strip() == original.strip():
             return False   # only whitespace lost: the same input
+        if os.path.basename(path) == "captured_at" and _health._parse_iso(
+                original[:cut].decode()) == _health._parse_iso(original.decode()):
+            return False   # 2026-11-30T07:00 is the same moment as 2026-11-30T07:00:00Z
         with open(path, "wb") as handle:
             handle.write(original[:cut])
     elif kind == "rc":

@@ -115,8 +115,23 @@ def test_nodes_and_partitions_as_slurm_conf_declares_them():
                   "gh01": {"a100": 4}},
         "partitions": {"a100": ["dgx01", "dgx02"], "inference": ["inf01"], "debug": ["dgx02", "old01"],
                        "all": ["cpu01", "dgx01", "dgx02", "gh01", "inf01", "old01"]},
+        "undeclared": [],
     }
-    assert slurm_cluster_gpus(["cpu01"], hostvars) == {"nodes": {"cpu01": {}}, "partitions": {}}
+    assert slurm_cluster_gpus(["cpu01"], hostvars) == {"nodes": {"cpu01": {}}, "partitions": {}, "undeclared": []}
+
+
+def test_undeclared_ok_leaves_out_the_hosts_whose_gpus_nothing_declares_yet():
+    """The site run's first check runs before the GPU facts are gathered: such a host is listed, not judged."""
+    hostvars = {"gpu01": {"health_check_expected": {"gpu_count": 8}},
+                "gpu02": {"health_check_expected": {"gpu_count": 8},
+                          "slurm_node_gres": [{"name": "gpu", "type": "h100", "count": 8}]}}
+    assert slurm_cluster_gpus(["gpu01", "gpu02"], hostvars, undeclared_ok=True) == {
+        "nodes": {"gpu02": {"h100": 8}}, "partitions": {}, "undeclared": ["gpu01"]}
+    with pytest.raises(AnsibleFilterError, match="host gpu01: neither slurm_node_gres nor gathered GPU facts"):
+        slurm_cluster_gpus(["gpu01", "gpu02"], hostvars)
+    hostvars["gpu02"]["slurm_node_gres"][0]["count"] = 4
+    with pytest.raises(AnsibleFilterError, match="host gpu02: slurm_node_gres is gpu:h100:4"):
+        slurm_cluster_gpus(["gpu01", "gpu02"], hostvars, undeclared_ok=True)
 
 
 @pytest.mark.parametrize("hostvars,partitions,words", [

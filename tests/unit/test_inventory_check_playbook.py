@@ -1,0 +1,93 @@
+"""playbooks/inventory_check.yml, the site run's first play, refuses an inventory that describes another cluster than
+the one meant, naming host or team, variable and value, without connecting to any node (so before anything
+changes); the lab and example inventories pass it.
+
+It runs the real ansible-playbook on copies of the lab inventory with one mistake each. The play never connects:
+the lab's hosts are containers that are not running here, and an attempt to reach them would fail the test.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(ROOT, "playbooks", "inventory_check.yml")
+
+
+def run_check(inventory):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="false",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1")
+    ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    proc = subprocess.run([ansible_playbook, "-i", inventory, PLAYBOOK], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, timeout=300, check=False)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def lab_copy(tmp_path):
+    path = str(tmp_path / "lab")
+    shutil.copytree(os.path.join(ROOT, "inventories", "lab"), path)
+    return path
+
+
+def edit(path, change):
+    with open(path) as handle:
+        data = yaml.safe_load(handle) or {}
+    change(data)
+    with open(path, "w") as handle:
+        yaml.safe_dump(data, handle)
+
+
+@pytest.mark.parametrize("inventory", ["lab", "examples/hgx-h100-256", "examples/mixed-a100-l40s"])
+def test_the_shipped_inventories_pass(inventory):
+    rc, out = run_check(os.path.join(ROOT, "inventories", inventory))
+    assert rc == 0, out
+    assert "unreachable=0" in out and "failed=0" in out
+
+
+def _team(field, value):
+    def change(data):
+        data["team_quota_teams"]["research"][field] = value
+    return change
+
+
+def _mtu_on_gpu02(data):
+    data["infiniband_ipoib_interfaces"] = [{"name": "ib0", "subnet": "10.20.0.0/24", "mode": "connected",
+                                            "mtu": 2044}]
+
+
+def _gres_4(data):
+    data["slurm_node_gres"] = [{"name": "gpu", "type": "h100", "count": 4}]
+
+
+CASES = {
+    "max_concurrent above the cluster's GPUs": (
+        "group_vars/all.yml", _team("max_concurrent", 64), ["research", "max_concurrent", "64"]),
+    "a budget above what the GPUs deliver in 31 days": (
+        "group_vars/all.yml", _team("gpu_hours", "20000/month"), ["research", "gpu_hours", "20000"]),
+    "a partition no partition list has": (
+        "group_vars/all.yml", _team("partitions", ["gpu", "bigmem"]), ["research", "partitions", "bigmem"]),
+    "a GPU type no node has": (
+        "group_vars/all.yml", _team("gpu_types", ["a100"]), ["research", "gpu_types", "a100"]),
+    "one rail's MTU differs on one host": (
+        "host_vars/lab-gpu02.yml", _mtu_on_gpu02, ["ib0", "lab-gpu02", "2044"]),
+    "a node's GRES count differs from its health check's GPU count": (
+        "host_vars/lab-gpu02.yml", _gres_4, ["lab-gpu02", "health_check_expected.gpu_count", "8"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_wrong_inventory_stops_the_run_naming_what_is_wrong(tmp_path, case):
+    filename, change, words = CASES[case]
+    inventory = lab_copy(tmp_path)
+    edit(os.path.join(inventory, filename), change)
+    rc, out = run_check(inventory)
+    assert rc != 0, out
+    assert "unreachable=0" in out, out       # refused without connecting to any node
+    failed = [line for line in out.splitlines() if "fatal:" in line or "msg" in line or "ERROR" in line]
+    text = "\n".join(failed) + out[out.find("fatal:"):]
+    for word in words:
+        assert word in text, (word, out)
