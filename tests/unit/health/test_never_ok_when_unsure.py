@@ -391,6 +391,17 @@ def test_usage_and_config_errors_are_64(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_a_fault_of_the_checker_itself_is_unknown_not_a_verdict(tmp_path, monkeypatch, capsys):
+    bundle = make_bundle(tmp_path)
+
+    def broken(*_args, **_kwargs):
+        raise KeyError("a parser bug")
+
+    monkeypatch.setattr(_health, "evaluate", broken)
+    assert _cli("--from-dir", bundle, "--node", "n1") == 3
+    assert "internal error, the node's health is unknown: KeyError" in capsys.readouterr().err
+
+
 def test_a_bundle_without_nvidia_smi_is_unknown(tmp_path):
     bundle = make_bundle(tmp_path)
     for name in ("nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-query.csv"):
