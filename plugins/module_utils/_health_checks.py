@@ -899,6 +899,12 @@ def check_nccl(snapshot, config):
                              "all_reduce_perf reported wrong results at %d size(s)" % len(wrong), _ACTIONS["reset"]))
     minimum = merged_thresholds(config).get("nccl_busbw_min_gbps")
     best = _num(nccl.get("max_busbw_gbps"))
+    if nccl.get("rows") and nccl.get("avg_busbw_gbps") is None and not nccl.get("errors"):
+        # all_reduce_perf ends with "# Avg bus bandwidth": without it the run was cut short, and the sizes it
+        # never reached (the largest, where the bandwidth peaks) are unknown
+        found.append(finding("nccl", "CHECK-INPUT-PARTIAL", "unknown", "node",
+                             "all_reduce_perf output ends after %d size(s), before its '# Avg bus bandwidth' "
+                             "summary" % len(nccl.get("rows") or []), "run it by hand"))
     if minimum and best is not None and best < minimum:
         found.append(finding("nccl", "NCCL-BUSBW-LOW", "error", "node",
                              "all_reduce_perf peak bus bandwidth %.1f GB/s is below %.1f GB/s" % (best, minimum),

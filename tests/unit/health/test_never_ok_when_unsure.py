@@ -452,6 +452,15 @@ def test_without_a_config_a_pcie_bundle_is_ok(tmp_path):
     assert result["status"] == "ok", result["findings"]
 
 
+def test_an_all_reduce_perf_output_cut_before_its_summary_is_unknown(tmp_path):
+    bundle = make_bundle(tmp_path)
+    path = os.path.join(bundle, "nccl-all-reduce.txt")
+    text = read(path)
+    write(path, text[:text.index("# Out of bounds values")])
+    result = replay(bundle)
+    assert found(result) == [("CHECK-INPUT-PARTIAL", "node")]
+
+
 # ---- the drain circuit breaker holds when stricter verdicts hit many nodes at once -----------------------------
 
 def _nodes(count, drained_by_us=0):
