@@ -307,7 +307,7 @@ def _rail_errors(rails, variable):
                 continue
             ordered = sorted(values.items(), key=lambda item: (-len(item[1]), str(item[0])))
             described = "; ".join("%s on %s" % ("no subnet" if value is None else "%s %s" % (key, value),
-                                                 _hosts_text(hosts)) for value, hosts in ordered)
+                                                _hosts_text(hosts)) for value, hosts in ordered)
             errors.append("%s: interface %s has different %ss on the hosts of one fabric: %s; the hosts of a fabric "
                           "share each interface's subnet, mode and MTU (per interface name: each rail has its own)"
                           % (variable, name, "subnet" if key == "subnet" else key.upper() if key == "mtu" else key,

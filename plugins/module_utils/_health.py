@@ -838,5 +838,3 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
             result["unreadable"].append({"input": "state", "detail": "cannot save %s: %s" % (state_file, error)})
     result["tool_calls"] = runner.calls
     return result, runner
-
-

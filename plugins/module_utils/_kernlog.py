@@ -44,7 +44,8 @@ import time
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import (
     append_capped, clean_text, new_error, new_result, normalize_bus_id,
 )
-from ansible_collections.gpucluster.ops.plugins.module_utils._xid_catalog import (  # noqa: F401 (re-exported)
+# Re-exported: callers read the catalogue through this module too.
+from ansible_collections.gpucluster.ops.plugins.module_utils._xid_catalog import (  # noqa: F401  pylint: disable=unused-import
     CATALOG_SOURCE, XID_CATALOG, xid_info,
 )
 
@@ -108,6 +109,7 @@ _FUTURE_SLACK_S = 2 * 86400
 _TAIL_LINES = 200
 _BUS_ID_CACHE = {}
 _BUS_ID_CACHE_SIZE = 256
+
 
 class _Clock(object):
     """Epoch seconds from the stamps of one log, cached per second (a flood of lines shares few distinct seconds)."""

@@ -462,10 +462,10 @@ def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where
                     counts[gpu] = counts.get(gpu, 0) + count
         gpus = sum(counts.values())
         scope = "%s%s" % ("of GPU type%s %s " % ("s" if len(team["gpu_types"]) > 1 else "", ", ".join(team["gpu_types"]))
-                           if team["gpu_types"] else "",
-                           "in partition%s %s" % ("s" if len(team["partitions"]) > 1 else "",
-                                                  ", ".join(team["partitions"]))
-                           if team["partitions"] else "in %s" % where)
+                          if team["gpu_types"] else "",
+                          "in partition%s %s" % ("s" if len(team["partitions"]) > 1 else "",
+                                                 ", ".join(team["partitions"]))
+                          if team["partitions"] else "in %s" % where)
         if team["max_concurrent"] is not None and team["max_concurrent"] > gpus:
             problems.items.append("%s.max_concurrent is %d, more than the %d GPUs %s (%s): the team could never use "
                                   "its limit" % (path, team["max_concurrent"], gpus, scope, _type_text(counts)))

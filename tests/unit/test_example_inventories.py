@@ -396,7 +396,7 @@ def test_the_lab_inventory_fits_its_cluster(collection_loader):  # pylint: disab
     assert len(NodeLineFilters().filters()["slurm_node_lines"](lab.groups["slurm_compute"], lab.hostvars)) == 1
     assigned = IpoibFilters().filters()["ipoib_addresses"](lab.groups["all"], lab.hostvars)
     assert sorted(i["address"] for h in assigned for i in assigned[h]) == ["10.20.0.1/24", "10.20.0.2/24",
-                                                                          "10.20.0.254/24"]
+                                                                           "10.20.0.254/24"]
 
 
 def _rendered(playbook_runs, name):

@@ -4,8 +4,6 @@ path alike (both go through ``_health.accept_input``)."""
 
 import json
 import os
-import socket
-import stat
 import sys
 import time
 
@@ -347,7 +345,7 @@ def test_a_stale_state_file_gives_a_note_and_no_rising_counter_finding(tmp_path)
         "mlx5_%d/1" % i: {"link_downed": -5, "symbol_error": -5000} for i in range(8)}}
     state.write_text(json.dumps(previous))
     cfg = config(state_file=str(state), sources={"sys_class_infiniband": os.path.join(bundle, "sys-class-infiniband"),
-                                                  "kernel_log": "file:" + os.path.join(bundle, "kernel.log")},
+                                                 "kernel_log": "file:" + os.path.join(bundle, "kernel.log")},
                  expected={"gpu_count": 8, "nvlinks_per_gpu": 0, "ib_port_count": 8})
 
     def fake(argv, _timeout):
@@ -367,7 +365,7 @@ def _cli(*argv):
     import importlib.machinery  # pylint: disable=import-outside-toplevel
     import importlib.util  # pylint: disable=import-outside-toplevel
     loader = importlib.machinery.SourceFileLoader("gpucluster_health_cli", os.path.join(ROOT, "bin",
-                                                                                      "gpucluster-health"))
+                                                                                        "gpucluster-health"))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)

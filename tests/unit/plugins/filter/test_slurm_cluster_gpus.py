@@ -38,9 +38,9 @@ def without_gpus(expected=None):
 
 
 FILTERS = [
-    ("slurm_node_lines", lambda hosts, hv: slurm_node_lines(hosts, hv)),
-    ("slurm_gres_lines", lambda hosts, hv: slurm_gres_lines(hosts, hv)),
-    ("slurm_cluster_gpus", lambda hosts, hv: slurm_cluster_gpus(hosts, hv)),
+    ("slurm_node_lines", slurm_node_lines),
+    ("slurm_gres_lines", slurm_gres_lines),
+    ("slurm_cluster_gpus", slurm_cluster_gpus),
 ]
 
 
