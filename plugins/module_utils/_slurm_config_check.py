@@ -13,7 +13,9 @@ bad values of typed keys (numbers, booleans, times, enumerations, plugin names),
 node or partition names, partitions and switches that name undefined nodes, ``Gres=`` without ``GresTypes``,
 non-numeric GRES counts (``gpu:a100:eight``), gres.conf and slurm.conf disagreeing per node on GRES types or counts,
 ``topology/tree`` without topology.conf, ``gres/gpu`` TRES in use without ``AccountingStorageTRES`` tracking it,
-and Include lines that are missing or leave the directory. Several of these start a daemon that then misbehaves
+Include lines that are missing or leave the directory, and what slurmctld itself refuses or resets although the
+type is right (no ClusterName, SlurmctldHost or partition, ports outside 1-65535, SrunPortRange it ignores, job id and
+count limits, node counts of 0, CPUs matching no socket/core/thread product; keys.VALUE_RANGES). Several of these start a daemon that then misbehaves
 (docs: "Configs that start but are wrong"), and a partition naming an undefined node kills a running slurmctld on
 ``scontrol reconfigure``.
 """
@@ -199,8 +201,60 @@ def _check_features(value):
     return None if all(value.split(",")) else "%r has an empty feature name" % value
 
 
+def _check_port(value):
+    """SlurmdPort: 1-65535. slurmd binds the number modulo 65536 (70000 listens on 4464) and 0 on a random port."""
+    if not _NUMBER.match(value):
+        return "%r is not a port number" % value
+    if not 1 <= int(value) <= 65535:
+        return ("port %s is outside 1-65535 (Slurm takes it modulo 65536: 70000 becomes port 4464, 0 a random port)"
+                % value)
+    return None
+
+
 def _check_port_range(value):
-    return None if re.match(r"^[0-9]+(-[0-9]+)?$", value) else "%r is not a port or port range" % value
+    """SlurmctldPort: PORT or FIRST-LAST within 1-65535 (slurmctld: "Invalid SlurmctldPort 0", "... 6820-6817")."""
+    match = re.match(r"^([0-9]+)(?:-([0-9]+))?$", value)
+    if not match:
+        return "%r is not a port or port range" % value
+    first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+    if first < 1 or last > 65535:
+        return ("%s is outside 1-65535 (slurmctld stops on 0: \"Invalid SlurmctldPort\"; above 65535 it listens on the "
+                "port modulo 65536: 70000 becomes 4464)" % value)
+    if last < first:
+        return "%s runs backwards (slurmctld stops: \"Invalid SlurmctldPort %s\")" % (value, value)
+    return None
+
+
+def _check_srun_ports(value):
+    """SrunPortRange: MIN-MAX with MIN < MAX <= 65533, else Slurm ignores it silently."""
+    match = re.match(r"^([0-9]+)-([0-9]+)$", value)
+    if not match or not int(match.group(1)) < int(match.group(2)) <= keys.SRUN_PORT_MAX:
+        return ("%r is not MIN-MAX with MIN < MAX <= %d; Slurm ignores it without an error (scontrol show config: "
+                "SrunPortRange = 0-0; srun then listens on random ports, outside the range a firewall opens)" % (value, keys.SRUN_PORT_MAX))
+    return None
+
+
+def _node_ports(value):
+    """The ports of a NodeName Port= value (a number, FIRST-LAST, or a bracketed list); ValueError when malformed."""
+    inner = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    ports = []
+    for item in inner.split(","):
+        match = re.match(r"^([0-9]+)(?:-([0-9]+))?$", item)
+        if not match:
+            raise ValueError("%r is not a port, FIRST-LAST or [list] (slurmctld stops: \"Invalid Port %s\")" % (value, value))
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if last < first or first < 1 or last > 65535:
+            raise ValueError("%r is outside 1-65535 (slurmctld stops: \"Invalid Port %s\")" % (value, value))
+        ports.extend(range(first, last + 1))
+    return ports
+
+
+def _check_node_ports(value):
+    try:
+        _node_ports(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 # kind -> check(ctx, value) returning an error message or None
@@ -214,7 +268,10 @@ _KIND_CHECKS = {
     "rlimits": lambda ctx, value: _check_list(keys.RLIMITS, value),
     "preempt_mode": lambda ctx, value: _check_list(keys.PREEMPT_MODES, value),
     "oversubscribe": lambda ctx, value: _check_oversubscribe(value),
+    "port": lambda ctx, value: _check_port(value),
     "port_range": lambda ctx, value: _check_port_range(value),
+    "node_ports": lambda ctx, value: _check_node_ports(value),
+    "srun_ports": lambda ctx, value: _check_srun_ports(value),
     "select_params": lambda ctx, value: _check_select_params(ctx, value, keys.SELECT_RESOURCES),
     "part_select_params": lambda ctx, value: _check_select_params(ctx, value, keys.PARTITION_SELECT),
     "mpi": lambda ctx, value: _check_plugin(ctx, "mpi", value, prefix_optional=True),
@@ -343,15 +400,54 @@ def _check_frontend_line(ctx, stmt):
             ctx.add(stmt.file, stmt.line, key, "unknown key %s on a FrontendName line" % key)
 
 
+def _missing_name(ctx, stmt):
+    """NodeName= or PartitionName= followed by a blank: Slurm takes the next pair as the name. Report it; True if so."""
+    if "=" not in stmt.value:
+        return False
+    ctx.add(stmt.file, stmt.line, stmt.key, "%s has no name: Slurm reads %r as the name and loses that key (slurmctld "
+            "starts with a node or partition of that name)" % (stmt.key, stmt.value))
+    return True
+
+
+def _check_node_counts(ctx, stmt, fields, names):
+    """Counts Slurm resets (0), CPUs that fit no socket/core/thread product, and Port= counts."""
+    label = stmt.value
+    for key in keys.NODE_NONZERO:
+        value = stmt.get(key)
+        if value is not None and _NUMBER.match(value) and int(value) == 0:
+            ctx.add(stmt.file, stmt.line, key, "%s=0 is invalid: Slurm resets it to 1 (\"NodeNames=%s %s=0 is invalid, reset "
+                    "to 1\")" % (key, label, key))
+    numbers = dict((k, int(v)) for k, v in fields.items() if v is not None and _NUMBER.match(v))
+    sockets = numbers.get("sockets")
+    if sockets is None and "socketsperboard" in numbers:
+        sockets = numbers.get("boards", 1) * numbers["socketsperboard"]
+    cpus, cores, threads = numbers.get("cpus"), numbers.get("corespersocket"), numbers.get("threadspercore")
+    if None not in (cpus, sockets, cores, threads) and 0 not in (sockets, cores, threads) and cpus not in (
+            sockets, sockets * cores, sockets * cores * threads):
+        ctx.add(stmt.file, stmt.line, "CPUs", "CPUs=%d matches no Sockets (%d), Sockets*CoresPerSocket (%d) or "
+                "Sockets*CoresPerSocket*ThreadsPerCore (%d): Slurm resets CPUs" % (cpus, sockets, sockets * cores,
+                                                                                    sockets * cores * threads))
+    port = stmt.get("Port")
+    if port and names and _check_node_ports(port) is None:
+        count = len(_node_ports(port))
+        if count not in (1, len(names)):
+            ctx.add(stmt.file, stmt.line, "Port", "%d ports for %d nodes: slurmctld stops (\"Port count must equal that of "
+                    "NodeName records or there must be no more than one\")" % (count, len(names)))
+
+
 def _check_node_line(ctx, stmt, node_defaults):
     _check_line_pairs(ctx, stmt, keys.SLURM_CONF["NodeName"])
+    merged = dict(node_defaults)
+    merged.update((k.lower(), v) for k, v, _op in stmt.pairs)
     if stmt.value.upper() == "DEFAULT":
-        merged = dict(node_defaults)
-        merged.update((k.lower(), v) for k, v, _op in stmt.pairs)
+        _check_node_counts(ctx, stmt, {}, [])
         return merged
+    if _missing_name(ctx, stmt):
+        return node_defaults
     gres_value = stmt.get("Gres", node_defaults.get("gres"))
     gres = parse_gres(gres_value)[0] if gres_value else []
     names = _hostlist_names(ctx, stmt, "NodeName", stmt.value)
+    _check_node_counts(ctx, stmt, merged, names)
     for name in names:
         if name in ctx.nodes:
             where = ctx.nodes[name]
@@ -366,7 +462,7 @@ def _check_node_line(ctx, stmt, node_defaults):
 
 def _check_partition_line(ctx, stmt, partitions, defaults):
     _check_line_pairs(ctx, stmt, keys.SLURM_CONF["PartitionName"])
-    if stmt.value.upper() == "DEFAULT":
+    if stmt.value.upper() == "DEFAULT" or _missing_name(ctx, stmt):
         return
     if stmt.value in partitions:
         earlier = partitions[stmt.value]
@@ -395,6 +491,60 @@ def _check_node_references(ctx, statements):
         if unknown:
             ctx.add(stmt.file, stmt.line, key, "%s %s names undefined nodes %s (a reconfigure with this kills slurmctld)"
                     % (stmt.key, stmt.value, _fold_text(unknown)))
+
+
+def _check_required(ctx, statements):
+    """Keys slurmctld cannot start without (messages of slurmctld -D, 22.05.8 and 24.11.5)."""
+    cluster = ctx.top.get("clustername")
+    if cluster is None:
+        ctx.add("slurm.conf", 0, "ClusterName", "no ClusterName: slurmctld stops (\"ClusterName needs to be specified\")")
+    elif cluster.value != cluster.value.lower():
+        ctx.add(cluster.file, cluster.line, "ClusterName", "Slurm uses the name in lower case (%s): write it so, as sacctmgr "
+                "and Include %%c see it" % cluster.value.lower(), "warning")
+    if not any(s.key.lower() in ("slurmctldhost", "controlmachine") for s in statements):
+        ctx.add("slurm.conf", 0, "SlurmctldHost", "no SlurmctldHost: slurmctld, slurmd and every client stop (\"No "
+                "SlurmctldHost defined.\")")
+    if not any(s.key.lower() == "partitionname" and s.value.upper() != "DEFAULT" for s in statements):
+        if ctx.version == "24.11":
+            ctx.add("slurm.conf", 0, "PartitionName", "no partition: Slurm 24.11 starts without a default partition "
+                    "(\"default partition not set\"); jobs have nowhere to run", "warning")
+        else:
+            ctx.add("slurm.conf", 0, "PartitionName", "no partition: Slurm 22.05 stops (\"No PartitionName information "
+                    "available!\"), 24.11 starts with no default partition")
+
+
+def _top_number(ctx, key):
+    stmt = ctx.top.get(key.lower())
+    if stmt is None or not _NUMBER.match(stmt.value):
+        return stmt, None
+    return stmt, int(stmt.value)
+
+
+def _check_ranges(ctx):
+    """Numbers inside their type that slurmctld still refuses or resets (keys.VALUE_RANGES), and pairs of keys."""
+    for key, (low, high, outcome) in sorted(keys.VALUE_RANGES.items()):
+        stmt, number = _top_number(ctx, key)
+        if number is None:
+            continue
+        if (low is not None and number < low) or (high is not None and number > high):
+            bounds = "%s-%s" % (low, high) if low is not None and high is not None else (
+                "at least %d" % low if low is not None else "at most %d" % high)
+            ctx.add(stmt.file, stmt.line, key, "%s=%d must be %s: %s" % (key, number, bounds, outcome))
+    first, first_id = _top_number(ctx, "FirstJobId")
+    last, last_id = _top_number(ctx, "MaxJobId")
+    limit = keys.DEFAULT_MAX_JOB_ID if last is None else last_id
+    if first_id is not None and limit is not None and first_id > limit:
+        ctx.add(first.file, first.line, "FirstJobId", "FirstJobId=%d is above MaxJobId=%d%s: slurmctld stops (\"FirstJobId > "
+                "MaxJobId\")" % (first_id, limit, " (the default)" if last is None else ""))
+    for one, other in keys.EXCLUSIVE_KEYS:
+        if one.lower() in ctx.top and other.lower() in ctx.top:
+            stmt = ctx.top[one.lower()]
+            ctx.add(stmt.file, stmt.line, one, "%s and %s exclude each other: Slurm ignores %s (\"%s ignored, since it's "
+                    "mutually exclusive with %s\")" % (one, other, one, one, other))
+    stmt, timeout = _top_number(ctx, "MessageTimeout")
+    if timeout is not None and timeout > 100:
+        ctx.add(stmt.file, stmt.line, "MessageTimeout", "MessageTimeout=%d: Slurm logs \"MessageTimeout is too high for "
+                "effective fault-tolerance\" (above 100)" % timeout, "warning")
 
 
 def _check_gres_types(ctx):
@@ -726,6 +876,8 @@ def check_config_dir(path, version=None, required_tres=(), allow_plugins=()):
     if slurm is None:
         return [problem("slurm.conf", 0, "", "no slurm.conf in %s" % path)]
     _check_slurm_statements(ctx, slurm)
+    _check_required(ctx, slurm)
+    _check_ranges(ctx)
     _check_node_references(ctx, slurm)
     _check_gres_types(ctx)
     _check_tres(ctx, slurm)

@@ -20,7 +20,7 @@ Data only, standard library only. How the tables were made (docs/slurm-config.md
 
 Kinds: str, bool, u16, u32, u64, float, time, enum:A,B (case-insensitive), plugin:FAMILY (one FAMILY/name),
 plugins:FAMILY (a comma list; the FAMILY/ prefix is optional), removed (slurmctld stops on it), defunct (ignored
-with an error), and checker-specific ones (gres, features, select_params, ...).
+with an error), and checker-specific ones (gres, features, select_params, port, port_range, node_ports, srun_ports, ...).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -226,7 +226,7 @@ SLURM_CONF = {
         'SlurmdLogFile': ('str', BOTH),
         'SlurmdParameters': ('str', BOTH),
         'SlurmdPidFile': ('str', BOTH),
-        'SlurmdPort': ('u32', BOTH),
+        'SlurmdPort': ('port', BOTH),
         'SlurmdSpoolDir': ('str', BOTH),
         'SlurmdSyslogDebug': ('debug_level', BOTH),
         'SlurmdTimeout': ('u16', BOTH),
@@ -235,7 +235,7 @@ SLURM_CONF = {
         'SlurmSchedLogLevel': ('u16', BOTH),
         'SlurmUser': ('str', BOTH),
         'SrunEpilog': ('str', BOTH),
-        'SrunPortRange': ('str', BOTH),
+        'SrunPortRange': ('srun_ports', BOTH),
         'SrunProlog': ('str', BOTH),
         'StateSaveLocation': ('str', BOTH),
         'SuspendExcNodes': ('str', BOTH),
@@ -280,7 +280,7 @@ SLURM_CONF = {
         'MemSpecLimit': ('u64', BOTH),
         'NodeAddr': ('str', BOTH),
         'NodeHostname': ('str', BOTH),
-        'Port': ('str', BOTH),
+        'Port': ('node_ports', BOTH),
         'Procs': ('u16', BOTH),
         'RealMemory': ('u64', BOTH),
         'Reason': ('str', BOTH),
@@ -349,6 +349,31 @@ SLURM_CONF = {
         'Nodes': ('str', BOTH),
     },
 }
+
+# Values that pass scontrol's type check but that slurmctld refuses, resets or misreads. Each was run with
+# ``slurmctld -D -i -f FILE`` of Slurm 22.05.8 (Debian 12) and 24.11.5 (Debian 13) on a minimal config; the message is
+# what both printed (docs/slurm-config.md, "Values slurmctld refuses"). Key -> (minimum, maximum, what Slurm does).
+# None: no bound.
+VALUE_RANGES = {
+    'MaxJobCount': (1, None, 'slurmctld stops: "MaxJobCount=0, No jobs permitted"'),
+    'MaxStepCount': (1, None, 'slurmctld stops: "MaxStepCount=0, No steps permitted"'),
+    'FirstJobId': (1, None, 'slurmctld stops: "FirstJobId cannot be zero"'),
+    'MaxJobId': (None, 67108863, 'Slurm logs "MaxJobId can not exceed MAX_JOB_ID, resetting value"'),
+    'MaxArraySize': (None, 4000001, 'Slurm logs "MaxArraySize value (N) is greater than 4000001"'),
+    'MinJobAge': (2, None, 'Slurm logs "MinJobAge must be at least 2" and uses 2'),
+    'TreeWidth': (1, None, 'Slurm logs "TreeWidth=0 is invalid"'),
+    'SchedulerTimeSlice': (5, None, 'Slurm logs "SchedulerTimeSlice must be at least 5 seconds"'),
+    'PropagatePrioProcess': (0, 2, 'slurmctld stops: "Bad PropagatePrioProcess: 3"'),
+}
+# slurmctld's default MaxJobId (FirstJobId above it stops slurmctld: "FirstJobId > MaxJobId").
+DEFAULT_MAX_JOB_ID = 67043328
+# SrunPortRange: Slurm keeps "MIN-MAX" only with MIN < MAX <= 65533; anything else it ignores without a word
+# (scontrol show config then says SrunPortRange = 0-0 and srun listens on random ports).
+SRUN_PORT_MAX = 65533
+# NodeName lines: these counts may not be 0 ("NodeNames=n1 CPUs=0 is invalid, reset to 1").
+NODE_NONZERO = ("Boards", "CoresPerSocket", "CPUs", "Sockets", "ThreadsPerCore")
+# Pairs of keys Slurm takes only one of ("DefMemPerCPU ignored, since it's mutually exclusive with DefMemPerNode").
+EXCLUSIVE_KEYS = (("DefMemPerCPU", "DefMemPerNode"), ("MaxMemPerCPU", "MaxMemPerNode"))
 
 # A line that starts with one of these keys takes further Key=Value pairs of its own context.
 LINE_KEYS = {"nodename": "NodeName", "partitionname": "PartitionName", "downnodes": "DownNodes", "nodeset": "NodeSet",

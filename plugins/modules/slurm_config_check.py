@@ -23,6 +23,9 @@ description:
     node.
   - It finds C(TopologyPlugin=topology/tree) without topology.conf, and C(gres/gpu) TRES in use but not in
     C(AccountingStorageTRES).
+  - It refuses what slurmctld 22.05 and 24.11 refuse or reset although the type is right, for example no
+    C(ClusterName), C(SlurmctldHost) or partition, C(SlurmctldPort) or C(SlurmdPort) outside 1-65535, an
+    C(SrunPortRange) Slurm ignores, C(MaxJobCount=0), and node counts of 0.
   - Several of these pass C(scontrol) and start the daemons but misbehave; a partition naming an undefined node kills
     a running slurmctld on C(scontrol reconfigure). Check before installing.
   - The same checks run from a checkout without Ansible as C(bin/slurm-config-check DIR).

@@ -6,6 +6,7 @@ after. Every case also asks for changes that must not happen.
 """
 
 import hashlib
+import itertools
 import json
 import os
 
@@ -42,6 +43,12 @@ CASES = [
      'monitoring_alert_gpu_util_window is "an hour"'),
     ("gpu-count-in-inventory", "monitoring", HEAD, {"health_check_expected": {"gpu_count": "eight"}},
      "host %s: health_check_expected.gpu_count is 'eight'" % GPU),
+    # Secrets: the error names the variable, never the value.
+    ("grafana-default-password", "monitoring", HEAD, {"monitoring_grafana_admin_password": "admin"},
+     "host %s: monitoring_grafana_admin_password must be set (from a vault)" % HEAD),
+    ("grafana-password-placeholder", "monitoring", HEAD,
+     {"monitoring_grafana_admin_password": "CHANGE-ME-openssl-rand-hex-24"},
+     "host %s: monitoring_grafana_admin_password is still the example vault's placeholder" % HEAD),
     ("dcgm-unavailable", "dcgm", GPU, {"dcgm_when_unavailable": "fail"},
      "Set dcgm_when_unavailable: skip"),
     ("exporter-without-url", "dcgm_exporter", GPU, {"dcgm_exporter_binary_url": ""},
@@ -83,10 +90,11 @@ def _check(proc, before, name, role, instance, expect):
 
 
 # One case per instance at a time, the two instances side by side: each case still sees its own node alone.
-ROUNDS = list(zip([c for c in CASES if c[2] == HEAD], [c for c in CASES if c[2] == GPU]))
+ROUNDS = [tuple(c for c in pair if c) for pair in
+          itertools.zip_longest([c for c in CASES if c[2] == HEAD], [c for c in CASES if c[2] == GPU])]
 
 
-@pytest.mark.parametrize("cases", ROUNDS, ids=["%s+%s" % (a[0], b[0]) for a, b in ROUNDS])
+@pytest.mark.parametrize("cases", ROUNDS, ids=["+".join(c[0] for c in cases) for cases in ROUNDS])
 def test_bad_input_fails_in_preflight(tmp_path, cases):
     started = [(case, _start(tmp_path, *case[:4])) for case in cases]
     for (name, role, instance, _variables, expect), (proc, before) in started:

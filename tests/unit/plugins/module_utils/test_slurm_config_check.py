@@ -470,3 +470,167 @@ def test_key_table_matches_scontrol_sample(tmp_path):
             conf = write(tmp_path, slurm=HEAD + NODES + "%s=zzq\n" % key)
             errors = " ".join(scontrol.parse_errors(os.path.join(conf, "slurm.conf")))
             assert ("unrecognized key" in errors) == (key in other), (scontrol.command, key, errors)
+
+
+# --- what slurmctld refuses although the key and its type are right --------------------------------------------------
+# Each case was run with `slurmctld -D -i -f FILE` (and `SLURM_CONF=FILE scontrol show hostnames x`) of Slurm 22.05.8
+# (Debian 12) and 24.11.5 (Debian 13) on a minimal config; the test id is what both daemons printed.
+# docs/slurm-config.md, "Values slurmctld refuses", has the table.
+
+def _without(line_start):
+    return "".join(line + "\n" for line in (HEAD + NODES).splitlines() if not line.startswith(line_start))
+
+
+@pytest.mark.parametrize("slurm, version, message", [
+    pytest.param(_without("ClusterName="), None,
+                 'slurm.conf:0: ClusterName: no ClusterName: slurmctld stops ("ClusterName needs to be specified")',
+                 id="ClusterName needs to be specified"),
+    pytest.param(_without("SlurmctldHost="), None,
+                 'slurm.conf:0: SlurmctldHost: no SlurmctldHost: slurmctld, slurmd and every client stop ("No SlurmctldHost '
+                 'defined.")', id="No SlurmctldHost defined."),
+    pytest.param(_without("PartitionName="), "22.05",
+                 'slurm.conf:0: PartitionName: no partition: Slurm 22.05 stops ("No PartitionName information available!"), '
+                 "24.11 starts with no default partition", id="22.05: No PartitionName information available!"),
+    pytest.param(_without("PartitionName="), "24.11",
+                 'slurm.conf:0: PartitionName: warning: no partition: Slurm 24.11 starts without a default partition '
+                 '("default partition not set"); jobs have nowhere to run', id="24.11: read_slurm_conf: default partition not set."),
+    pytest.param(HEAD.replace("ClusterName=lab", "ClusterName=Lab") + NODES, None,
+                 "slurm.conf:1: ClusterName: warning: Slurm uses the name in lower case (lab): write it so, as sacctmgr and "
+                 "Include %c see it", id="ClusterName=Lab shows as lab"),
+])
+def test_required_keys(tmp_path, slurm, version, message):
+    assert only(write(tmp_path, slurm=slurm), version) == message
+
+
+def test_controlmachine_still_names_the_controller(tmp_path):
+    # Both versions start with the old key instead of SlurmctldHost.
+    assert problems(write(tmp_path, slurm=HEAD.replace("SlurmctldHost=", "ControlMachine=") + NODES)) == []
+
+
+@pytest.mark.parametrize("line, message", [
+    pytest.param("SlurmctldPort=0", '0 is outside 1-65535 (slurmctld stops on 0: "Invalid SlurmctldPort"',
+                 id="Invalid SlurmctldPort 0"),
+    pytest.param("SlurmctldPort=0-3", "0-3 is outside 1-65535", id="Invalid SlurmctldPort 0-3"),
+    pytest.param("SlurmctldPort=6820-6817", '6820-6817 runs backwards (slurmctld stops: "Invalid SlurmctldPort 6820-6817")',
+                 id="Invalid SlurmctldPort 6820-6817"),
+    pytest.param("SlurmctldPort=70000", "70000 is outside 1-65535", id="starts, listens on 4464"),
+    pytest.param("SlurmctldPort=65530-65540", "65530-65540 is outside 1-65535", id="starts, listens on 65530-65535,1-4,random"),
+    pytest.param("SlurmdPort=0", "port 0 is outside 1-65535", id="_validate_slurmd_addr or _set_node_addrs: failure on n"),
+    pytest.param("SlurmdPort=70000", "port 70000 is outside 1-65535", id="starts, slurmd listens on 4464"),
+    pytest.param("SrunPortRange=60001", "'60001' is not MIN-MAX", id="ignored: SrunPortRange = 0-0 (single port)"),
+    pytest.param("SrunPortRange=60001-70000", "'60001-70000' is not MIN-MAX", id="ignored: SrunPortRange = 0-0 (above 65533)"),
+    pytest.param("SrunPortRange=60001-65534", "MIN < MAX <= 65533", id="ignored: SrunPortRange = 0-0 (65534)"),
+    pytest.param("SrunPortRange=63000-62000", "'63000-62000' is not MIN-MAX", id="ignored: SrunPortRange = 0-0 (backwards)"),
+    pytest.param("SrunPortRange=1000-1000", "'1000-1000' is not MIN-MAX", id="ignored: SrunPortRange = 0-0 (one port)"),
+    pytest.param("MaxJobCount=0", 'MaxJobCount=0 must be at least 1: slurmctld stops: "MaxJobCount=0, No jobs permitted"',
+                 id="MaxJobCount=0, No jobs permitted"),
+    pytest.param("MaxStepCount=0", "MaxStepCount=0 must be at least 1", id="MaxStepCount=0, No steps permitted"),
+    pytest.param("FirstJobId=0", "FirstJobId=0 must be at least 1", id="FirstJobId cannot be zero"),
+    pytest.param("FirstJobId=67043329", "FirstJobId=67043329 is above MaxJobId=67043328 (the default)", id="FirstJobId > MaxJobId"),
+    pytest.param("MaxJobId=67108864", "MaxJobId=67108864 must be at most 67108863",
+                 id="MaxJobId can not exceed MAX_JOB_ID, resetting value"),
+    pytest.param("MaxArraySize=4000002", "MaxArraySize=4000002 must be at most 4000001",
+                 id="MaxArraySize value (4000002) is greater than 4000001"),
+    pytest.param("MinJobAge=0", "MinJobAge=0 must be at least 2", id="MinJobAge must be at least 2"),
+    pytest.param("TreeWidth=0", "TreeWidth=0 must be at least 1", id="TreeWidth=0 is invalid"),
+    pytest.param("SchedulerTimeSlice=4", "SchedulerTimeSlice=4 must be at least 5", id="SchedulerTimeSlice must be at least 5 seconds"),
+    pytest.param("PropagatePrioProcess=3", "PropagatePrioProcess=3 must be 0-2", id="Bad PropagatePrioProcess: 3"),
+    pytest.param("DefMemPerCPU=100\nDefMemPerNode=100", "DefMemPerCPU and DefMemPerNode exclude each other",
+                 id="DefMemPerCPU ignored, since it's mutually exclusive with DefMemPerNode"),
+    pytest.param("MaxMemPerCPU=100\nMaxMemPerNode=100", "MaxMemPerCPU and MaxMemPerNode exclude each other",
+                 id="MaxMemPerCPU ignored, since it's mutually exclusive with MaxMemPerNode"),
+])
+def test_values_slurmctld_refuses(tmp_path, line, message):
+    found = only(write(tmp_path, slurm=HEAD + NODES + line + "\n"))
+    assert message in found and ": warning: " not in found
+
+
+def test_first_job_id_above_the_given_max_job_id(tmp_path):
+    assert only(write(tmp_path, slurm=HEAD + NODES + "FirstJobId=100\nMaxJobId=50\n")) == (
+        'slurm.conf:17: FirstJobId: FirstJobId=100 is above MaxJobId=50: slurmctld stops ("FirstJobId > MaxJobId")')
+
+
+def test_message_timeout_above_100_is_a_warning(tmp_path):
+    # Both versions start and log "MessageTimeout is too high for effective fault-tolerance".
+    assert ": warning: MessageTimeout=200" in only(write(tmp_path, slurm=HEAD + NODES + "MessageTimeout=200\n"))
+
+
+# The edges of each rule above, each of which both slurmctld versions started with (checked the same way).
+@pytest.mark.parametrize("line", [
+    "SlurmctldPort=1", "SlurmctldPort=65535", "SlurmctldPort=6817-6820", "SlurmctldPort=6817-6817", "SlurmdPort=1",
+    "SlurmdPort=65535", "SrunPortRange=60001-65533", "SrunPortRange=1000-1001", "SrunPortRange=0-100", "MaxJobCount=1",
+    "MaxStepCount=1", "FirstJobId=1", "FirstJobId=67043328", "FirstJobId=100\nMaxJobId=100", "MaxJobId=67108863",
+    "MaxArraySize=4000001", "MaxArraySize=0", "MinJobAge=2", "TreeWidth=1", "TreeWidth=65534", "SchedulerTimeSlice=5",
+    "PropagatePrioProcess=2", "DefMemPerCPU=100", "MaxMemPerNode=100", "MessageTimeout=100", "AccountingStoragePort=0",
+    "SlurmdTimeout=0", "SlurmctldTimeout=0", "KillWait=0", "MaxTasksPerNode=0", "ReturnToService=3",
+])
+def test_edges_slurmctld_accepts(tmp_path, line):
+    assert problems(write(tmp_path, slurm=HEAD + NODES + line + "\n")) == []
+
+
+@pytest.mark.parametrize("old, new, message", [
+    pytest.param("NodeName=cpu[01-02] CPUs=64", "NodeName= CPUs=64",
+                 "slurm.conf:14: NodeName: NodeName has no name: Slurm reads 'CPUs=64' as the name", id="NodeName= (no name)"),
+    pytest.param("PartitionName=cpu Nodes", "PartitionName= Nodes",
+                 "slurm.conf:16: PartitionName: PartitionName has no name: Slurm reads 'Nodes=cpu[01-02]' as the name",
+                 id="PartitionName= (no name)"),
+    pytest.param("CPUs=64", "CPUs=0", 'slurm.conf:14: CPUs: CPUs=0 is invalid: Slurm resets it to 1 ("NodeNames=cpu[01-02] '
+                 'CPUs=0 is invalid, reset to 1")', id="NodeNames=n CPUs=0 is invalid, reset to 1"),
+    pytest.param("ThreadsPerCore=2", "ThreadsPerCore=0", "slurm.conf:13: ThreadsPerCore: ThreadsPerCore=0 is invalid",
+                 id="NodeNames=n ThreadsPerCore=0 is invalid, reset to 1"),
+    pytest.param("CPUs=128", "CPUs=100", "slurm.conf:13: CPUs: CPUs=100 matches no Sockets (2), Sockets*CoresPerSocket (64) or "
+                 "Sockets*CoresPerSocket*ThreadsPerCore (128): Slurm resets CPUs",
+                 id="CPUs=100 match no Sockets, Sockets*CoresPerSocket or Sockets*CoresPerSocket*ThreadsPerCore"),
+    pytest.param("CPUs=64", "CPUs=64 Port=70000", "slurm.conf:14: Port: '70000' is outside 1-65535 (slurmctld stops: "
+                 '"Invalid Port 70000")', id="fatal: Invalid Port 70000"),
+    pytest.param("CPUs=64", "CPUs=64 Port=0", "'0' is outside 1-65535", id="fatal: Invalid Port 0"),
+    pytest.param("CPUs=64", "CPUs=64 Port=abc", "'abc' is not a port", id="fatal: Invalid Port abc"),
+    pytest.param("CPUs=64", "CPUs=64 Port=[17001-17003]", "slurm.conf:14: Port: 3 ports for 2 nodes: slurmctld stops",
+                 id="fatal: Port count must equal that of NodeName records or there must be no more than one"),
+])
+def test_node_and_partition_values_slurmctld_refuses(tmp_path, old, new, message):
+    assert message in " ".join(problems(write(tmp_path, slurm=HEAD + NODES.replace(old, new, 1))))
+
+
+@pytest.mark.parametrize("old, new", [
+    ("CPUs=128", "CPUs=64"),                         # Sockets*CoresPerSocket: Slurm's core-level CPU counting
+    ("CPUs=128 Sockets=2", "CPUs=2 Sockets=2"),      # Sockets
+    ("CPUs=64", "CPUs=64 Port=17001"),               # one port for all nodes
+    ("CPUs=64", "CPUs=64 Port=[17001-17002]"),       # one port per node
+])
+def test_node_values_slurmctld_accepts(tmp_path, old, new):
+    assert problems(write(tmp_path, slurm=HEAD + NODES.replace(old, new, 1))) == []
+
+
+def test_node_defaults_count_for_the_cpu_product(tmp_path):
+    slurm = HEAD + "NodeName=DEFAULT Sockets=2 CoresPerSocket=32 ThreadsPerCore=2\n" + NODES.replace(
+        "CPUs=128 Sockets=2 CoresPerSocket=32 ThreadsPerCore=2", "CPUs=96")
+    assert "slurm.conf:14: CPUs: CPUs=96 matches no Sockets (2)" in " ".join(problems(write(tmp_path, slurm=slurm)))
+
+
+SCONTROL_REFUSES = [  # (id, slurm.conf, the scontrol versions that report it)
+    ("no ClusterName", _without("ClusterName="), keys.BOTH), ("no SlurmctldHost", _without("SlurmctldHost="), keys.BOTH),
+    ("SlurmctldPort=0", HEAD + NODES + "SlurmctldPort=0\n", keys.BOTH),
+    ("SlurmctldPort backwards", HEAD + NODES + "SlurmctldPort=6820-6817\n", keys.BOTH),
+    ("MaxJobCount=0", HEAD + NODES + "MaxJobCount=0\n", keys.BOTH), ("MaxStepCount=0", HEAD + NODES + "MaxStepCount=0\n", keys.BOTH),
+    ("FirstJobId=0", HEAD + NODES + "FirstJobId=0\n", keys.BOTH),
+    ("FirstJobId>MaxJobId", HEAD + NODES + "FirstJobId=100\nMaxJobId=50\n", keys.BOTH),
+    ("PropagatePrioProcess=3", HEAD + NODES + "PropagatePrioProcess=3\n", keys.BOTH),
+    ("MaxJobId too big", HEAD + NODES + "MaxJobId=67108864\n", keys.BOTH), ("TreeWidth=0", HEAD + NODES + "TreeWidth=0\n", keys.BOTH),
+    ("SchedulerTimeSlice=4", HEAD + NODES + "SchedulerTimeSlice=4\n", keys.BOTH),
+    ("DefMemPerCPU+DefMemPerNode", HEAD + NODES + "DefMemPerCPU=1\nDefMemPerNode=1\n", keys.BOTH),
+    # 24.11's scontrol no longer builds the node table: only its slurmctld reports these.
+    ("CPUs=0", HEAD + NODES.replace("CPUs=64", "CPUs=0"), keys.V22),
+    ("CPUs match no product", HEAD + NODES.replace("CPUs=128", "CPUs=100"), keys.V22),
+]
+
+
+@needs_scontrol
+@pytest.mark.parametrize("slurm, versions", [pytest.param(s, v, id=i) for i, s, v in SCONTROL_REFUSES])
+def test_what_slurmctld_refuses_scontrol_reports_too(tmp_path, slurm, versions):
+    """The rules above that scontrol's parse also reports (the others only the daemons show)."""
+    directory = write(tmp_path, slurm=slurm)
+    assert [p for p in check_config_dir(directory) if p["severity"] == "error"]
+    for scontrol in SCONTROLS:
+        if scontrol.version in versions:
+            assert scontrol.parse_errors(os.path.join(directory, "slurm.conf")), scontrol.command
