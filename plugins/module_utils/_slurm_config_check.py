@@ -426,7 +426,7 @@ def _check_node_counts(ctx, stmt, fields, names):
             sockets, sockets * cores, sockets * cores * threads):
         ctx.add(stmt.file, stmt.line, "CPUs", "CPUs=%d matches no Sockets (%d), Sockets*CoresPerSocket (%d) or "
                 "Sockets*CoresPerSocket*ThreadsPerCore (%d): Slurm resets CPUs" % (cpus, sockets, sockets * cores,
-                                                                                    sockets * cores * threads))
+                                                                                   sockets * cores * threads))
     port = stmt.get("Port")
     if port and names and _check_node_ports(port) is None:
         count = len(_node_ports(port))
