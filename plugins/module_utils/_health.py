@@ -12,6 +12,7 @@ modules. A bundle is a directory with one file per input (names in ``INPUTS``); 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -323,6 +324,13 @@ def accept_input(snapshot, name, rc, out, err, parsed, optional=False):
             snapshot[name] = None
             return
         failed, err = True, "exited 0 but printed nothing"
+    if failed and optional and not content:
+        # Read without an expectation (no nvlinks_per_gpu, no ib_port_count) and nothing came back: a note, since
+        # nothing is known to be missing. The same on the node and in its bundle.
+        snapshot.setdefault("notes", []).append("%s could not be read (rc %s: %s); nothing expects it" % (
+            name, rc, checks.first_line(err)))
+        snapshot[name] = None
+        return
     if failed and not _explains_failure(name, parsed):
         snapshot["failures"][name] = {"rc": rc, "stderr": err or (out or "")[-400:],
                                       "unreadable": rc in (RC_UNREADABLE, RC_OVER_CAP)}
@@ -335,14 +343,13 @@ def accept_input(snapshot, name, rc, out, err, parsed, optional=False):
 
 
 def _explains_failure(name, parsed):
-    """Whether a failed tool's output says why it failed, so the failure itself is no extra finding."""
+    """Whether a failed tool's output says why it failed in words a check judges (a failed DCGM test, a lost GPU,
+    every NVLink inactive), so the failure itself is no extra finding. An error no check judges explains nothing."""
     if not isinstance(parsed, dict) or parsed.get("unreadable"):
         return False
-    if name == "dcgm":
-        return any(r.get("status") == "fail" for r in parsed.get("results") or []) or bool(parsed.get("errors"))
-    if name in ("nvsmi", "nvlink", "nvlink_errors", "nccl"):
-        return bool(parsed.get("errors"))
-    return False
+    if name == "dcgm" and any(r.get("status") == "fail" for r in parsed.get("results") or []):
+        return True
+    return any(checks.judged_error(name, e) for e in parsed.get("errors") or [])
 
 
 def replay(bundle, config, level):
@@ -558,7 +565,7 @@ def collect(config, level, runner, collect_dir=None):
         if not (_wanted(name, config, level) or (collect_dir and name != "nccl" and name != "dcgm")):
             continue
         if name == "ib":
-            _collect_ib(snapshot, config, level, runner, collect_dir)
+            _collect_ib(snapshot, config, level, runner, collect_dir, judge=_wanted(name, config, level))
             continue
         file_source = {"kernel": config["sources"]["kernel_log"],
                        "fabricmanager": config["sources"]["fabricmanager_state"]}.get(name, "")
@@ -569,9 +576,11 @@ def collect(config, level, runner, collect_dir=None):
         if collect_dir:
             _write_bundle_file(collect_dir, filename, out, rc, err)
         since = now - int((config.get("xid") or {}).get("window_s") or 86400) if name == "kernel" else None
+        if name == "kernel" and rc == 0 and err.strip():
+            out = out + ("" if out.endswith("\n") or not out else "\n") + err  # journalctl's permission hint
+        if not _wanted(name, config, level):
+            continue  # collected for the bundle only: this level and config do not judge it
         parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
-        if name in ("nvlink", "nvlink_errors") and _optional(name, config) and rc != 0 and not _has_content(parsed):
-            continue  # no expectation and nothing to read: a node without NVLink
         accept_input(snapshot, name, rc, out, err, parsed, optional=_optional(name, config))
     if collect_dir:
         for filename, argv in EXTRA_COLLECT:
@@ -587,7 +596,7 @@ def collect(config, level, runner, collect_dir=None):
     return snapshot
 
 
-def _collect_ib(snapshot, config, level, runner, collect_dir):
+def _collect_ib(snapshot, config, level, runner, collect_dir, judge=True):
     # pylint: disable=import-outside-toplevel
     from ansible_collections.gpucluster.ops.plugins.module_utils import _ib
     root = config["sources"]["sys_class_infiniband"]
@@ -595,7 +604,8 @@ def _collect_ib(snapshot, config, level, runner, collect_dir):
         parsed = _ib.read_sys_class_infiniband(root, counters=level != "quick" or bool(collect_dir))
         if collect_dir:
             _copy_sysfs(root, os.path.join(collect_dir, "sys-class-infiniband"))
-        accept_input(snapshot, "ib", 0, None, "", parsed)
+        if judge:
+            accept_input(snapshot, "ib", 0, None, "", parsed)
         return
     if _optional("ib", config):
         return  # no HCA and no expectation of one
@@ -603,6 +613,8 @@ def _collect_ib(snapshot, config, level, runner, collect_dir):
     if collect_dir:
         _write_bundle_file(collect_dir, "ibstat.txt", out, rc, err)
     parsed = _ib.parse_ibstat(out) if out else None
+    if not judge:
+        return
     accept_input(snapshot, "ib", rc, out, err or ("%s does not exist and ibstat failed" % root), parsed)
 
 
@@ -643,8 +655,8 @@ def _copy_sysfs(src, dst):
 
 def _write_bundle_file(directory, filename, out, rc, err):
     path = os.path.join(directory, filename)
-    if out:
-        _write(path, out)
+    if out or rc == 0:
+        _write(path, out)   # an empty output is written too: the replay must see it, not a missing input
     if rc != 0:
         _write(path + ".rc", "%d\n" % rc)
         _write(path + ".stderr", err)
@@ -700,9 +712,9 @@ def load_state(path, max_age_s=None, now=None):
     saved = state.get("saved_at")
     if isinstance(saved, bool) or not isinstance(saved, (int, float)):
         return {}, "%s has no saved_at time: its counters are not compared with" % path
-    if saved > now + 300 or now - saved > max_age_s:
+    if not math.isfinite(saved) or saved > now + 300 or now - saved > max_age_s:
         return {}, "%s was saved at %s, not within %d s of now (%s): its counters are not compared with" % (
-            path, _iso(saved), max_age_s, _iso(now))
+            path, _iso(saved) if math.isfinite(saved) and 0 <= saved < 1e11 else repr(saved), max_age_s, _iso(now))
     return state, None
 
 
@@ -831,7 +843,12 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
         if note:
             snapshot.setdefault("notes", []).append(note)
     result = evaluate(snapshot, config, level, source)
-    if use_state and state_file and not from_dir and level != "quick":
+    damaged = sorted(n for n in ("nvlink_errors", "ib")
+                     if n in snapshot["failures"] or (snapshot.get("partial") or {}).get(n))
+    if use_state and state_file and not from_dir and level != "quick" and damaged:
+        # a baseline is only replaced by a complete reading: the old one stays, with its own time
+        result["notes"].append("counters not saved: %s failed or was read in part" % ", ".join(damaged))
+    elif use_state and state_file and not from_dir and level != "quick":
         try:
             save_state(state_file, snapshot)
         except (IOError, OSError) as error:

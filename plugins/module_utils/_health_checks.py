@@ -198,7 +198,7 @@ def check_inventory(snapshot, config):
                              "the driver cannot reach the GPU at %s: %s" % (error.get("bus_id") or "?",
                                                                             error.get("message", "")),
                              _ACTIONS["reboot"] + "; if it stays lost after the reboot, " + _ACTIONS["rma"]))
-    if not gpus and not nvsmi.get("errors"):
+    if not gpus and not any(judged_error("nvsmi", e) for e in nvsmi.get("errors") or []):
         found.append(finding("inventory", "CHECK-NO-GPU-INVENTORY", "unknown", "node",
                              "nvidia-smi listed no GPU and said nothing about why: nothing to judge",
                              "run nvidia-smi -q -x by hand on the node"))
@@ -512,11 +512,15 @@ def check_nvlink(snapshot, config):
             found.append(finding("nvlink", "GPU-NVLINK-INACTIVE", "error", "node",
                                  "every NVLink is inactive: %s" % error.get("message", ""),
                                  "check nvidia-fabricmanager and the NVSwitch trays; " + _ACTIONS["reboot"]))
+        elif error.get("kind") == "mig_unsupported" and want:
+            found.append(finding("nvlink", "GPU-NVLINK-MIG", "unknown", "gpu%s" % error.get("index", "?"),
+                                 "NVLink cannot be read in MIG mode: %s" % error.get("message", ""),
+                                 "set nvlinks_per_gpu: 0 for MIG nodes, or check NVLink with MIG off"))
     gpus = nvlink.get("gpus") or []
     if want and not gpus and not nvlink.get("errors") and not partial:
         found.append(finding("nvlink", "GPU-NVLINK-COUNT", "error", "node",
                              "nvidia-smi nvlink reports no links, %d per GPU expected" % want, _ACTIONS["reboot"]))
-    if nvlink.get("errors") and not gpus:
+    if any(e.get("kind") == "all_inactive" for e in nvlink.get("errors") or []) and not gpus:
         return found
     seen = set()
     for gpu in gpus:
@@ -917,6 +921,23 @@ def check_nccl(snapshot, config):
 
 # --------------------------------------------------------------------------------------------------------------
 # Inputs that could not be read or run
+
+# The tool errors (a parser's ``errors`` kinds) that a check turns into a finding of its own; any other error a tool
+# printed ("Unable to query GPU information", a journal permission hint, ibpanic) is CHECK-INPUT-ERROR, unknown.
+# None: every error of that input is judged by its check.
+JUDGED_ERRORS = {
+    "nvsmi": frozenset(("driver_mismatch", "nvml_init", "no_devices", "gpu_lost", "device_handle")),
+    "nvlink": frozenset(("all_inactive", "mig_unsupported")),
+    "nvlink_errors": frozenset(("all_inactive", "mig_unsupported")),
+    "dcgm": None,
+    "nccl": None,
+}
+
+
+def judged_error(name, error):
+    """Whether a check reports this tool error itself (so it needs no CHECK-INPUT-ERROR)."""
+    kinds = JUDGED_ERRORS.get(name, frozenset())
+    return kinds is None or (error or {}).get("kind") in kinds
 # --------------------------------------------------------------------------------------------------------------
 
 def check_unreadable(snapshot, config):
@@ -930,6 +951,13 @@ def check_unreadable(snapshot, config):
                              "%s could not be collected: rc %s: %s" % (name, failure.get("rc"),
                                                                        first_line(failure.get("stderr"))),
                              "install the tool or fix its path in the checker's config"))
+    for name in ("nvsmi", "nvlink", "nvlink_errors", "ib", "kernel", "dcgm", "nccl"):
+        data = snapshot.get(name)
+        for error in (data.get("errors") or []) if isinstance(data, dict) else []:
+            if not judged_error(name, error):
+                found.append(finding("inputs", "CHECK-INPUT-ERROR", "unknown", name,
+                                     "the %s input reports an error: %s" % (name, first_line(error.get("message"))),
+                                     "run the tool by hand on the node; fix its permissions or the driver"))
     for filename in snapshot.get("missing") or []:
         found.append(finding("inputs", "CHECK-INPUT-MISSING", "unknown", filename,
                              "the bundle has no %s, which this level and config need" % filename,
@@ -944,7 +972,8 @@ def check_unreadable(snapshot, config):
                                  "report the tool output to the gpucluster.ops developers"))
     for message in snapshot.get("time_problems") or []:
         found.append(finding("inputs", "CHECK-CLOCK", "unknown", "node",
-                             message + "; time windows are not applied, every Xid and flap in the log counts",
+                             message + ("; time windows are not applied, every Xid and flap in the log counts"
+                                        if snapshot.get("now") is None else ""),
                              "set the node's clock (chrony) and capture again"))
     return found
 

@@ -495,3 +495,132 @@ def test_a_fleet_turning_error_at_once_stops_at_the_circuit_breaker(tmp_path):
         else:
             assert action == "refuse" and "circuit breaker" in argument
     assert drained == 21   # 10% of 200 may be drained; the 21st passes the share, the rest are refused
+
+
+# ---- errors a tool printed that no check judges; live and replay alike ---------------------------------------
+
+@pytest.mark.parametrize("rc", [0, 2, 15])
+def test_nvidia_smi_printing_only_an_error_no_check_knows_is_unknown(tmp_path, rc):
+    bundle = make_bundle(tmp_path)
+    for fallback in ("nvidia-smi-q.txt", "nvidia-smi-query.csv"):
+        os.remove(os.path.join(bundle, fallback))
+    write(os.path.join(bundle, "nvidia-smi-q.xml"), "Unable to query GPU information: Unknown Error\n")
+    if rc:
+        write(os.path.join(bundle, "nvidia-smi-q.xml.rc"), "%d\n" % rc)
+    result, _runner = _health.run(_health.load_config(None, {"node": "n1"}), level="quick", from_dir=bundle,
+                                  use_state=False)
+    assert result["status"] == "unknown", result["findings"]
+    assert ("CHECK-INPUT-ERROR", "nvsmi") in found(result)
+
+
+def test_a_complete_nvidia_smi_output_with_an_unjudged_error_and_a_failure_code_is_unknown(tmp_path):
+    bundle = make_bundle(tmp_path)
+    path = os.path.join(bundle, "nvidia-smi-q.xml")
+    write(path, read(path) + "Unable to query GPU information: Unknown Error\n")
+    write(path + ".rc", "15\n")
+    assert replay(bundle, level="quick")["status"] == "unknown"
+
+
+@pytest.mark.parametrize("rc", [0, 9])
+def test_nvlink_printing_only_a_tool_error_is_unknown_for_every_gpu(tmp_path, rc):
+    bundle = make_bundle(tmp_path)
+    path = os.path.join(bundle, "nvlink-status.txt")
+    write(path, "Failed to initialize NVML: Unknown Error\n")
+    if rc:
+        write(path + ".rc", "%d\n" % rc)
+    result = replay(bundle, level="quick")
+    assert result["status"] == "unknown", result["findings"]
+    assert len([t for c, t in found(result) if c == "CHECK-INPUT-PARTIAL"]) == 8
+
+
+@pytest.mark.parametrize("line", ["dmesg: read kernel buffer failed: Operation not permitted",
+                                  "Hint: You are currently not seeing messages from other users and the system."])
+def test_a_kernel_log_that_says_it_could_not_be_read_is_unknown(tmp_path, line):
+    bundle = make_bundle(tmp_path)
+    write(os.path.join(bundle, "kernel.log"), line + "\n")
+    result = replay(bundle, level="quick")
+    assert result["status"] == "unknown" and ("CHECK-INPUT-ERROR", "kernel") in found(result)
+
+
+def test_live_journalctl_hint_on_stderr_with_rc_0_is_unknown(tmp_path):
+    bundle = make_bundle(tmp_path)
+    xml = read(os.path.join(bundle, "nvidia-smi-q.xml"))
+
+    def fake(argv, _timeout):
+        if argv[0] == "journalctl":
+            return 0, "", "Hint: You are currently not seeing messages from other users and the system.\n"
+        return {("nvidia-smi", "-q", "-x"): (0, xml, "")}.get(tuple(argv), (127, "", "not here"))
+
+    cfg = config(expected={"gpu_count": 8, "nvlinks_per_gpu": 0, "ib_port_count": 0})
+    result, _runner = _health.run(cfg, level="quick", runner=_health.Runner(fake), use_state=False)
+    assert found(result) == [("CHECK-INPUT-ERROR", "kernel")]
+
+
+def test_an_input_nothing_expects_that_fails_is_a_note_live_and_in_its_bundle(tmp_path):
+    bundle = make_bundle(tmp_path)
+    xml = read(os.path.join(bundle, "nvidia-smi-q.xml"))
+    kernel = os.path.join(bundle, "kernel.log")
+
+    def fake(argv, _timeout):
+        return {("nvidia-smi", "-q", "-x"): (0, xml, ""),
+                ("nvidia-smi", "nvlink", "-s"): (124, "", "timed out"),
+                ("nvidia-smi", "topo", "-m"): (0, "GPU0\tX\n", "")}.get(tuple(argv), (127, "", "not here"))
+
+    cfg = config(expected={"gpu_count": 8, "ib_port_count": 0},
+                 sources={"kernel_log": "file:" + kernel})
+    collected = str(tmp_path / "collected")
+    live, _runner = _health.run(cfg, level="quick", runner=_health.Runner(fake), use_state=False,
+                                collect_dir=collected)
+    again, _runner = _health.run(cfg, level="quick", from_dir=collected, use_state=False)
+    for result in (live, again):
+        assert result["status"] == "ok", result["findings"]
+        assert any(n.startswith("nvlink could not be read (rc 124") for n in result["notes"]), result["notes"]
+
+
+def test_an_empty_kernel_log_collected_live_replays_as_empty_not_missing(tmp_path):
+    bundle = make_bundle(tmp_path)
+    xml = read(os.path.join(bundle, "nvidia-smi-q.xml"))
+
+    def fake(argv, _timeout):
+        return {("nvidia-smi", "-q", "-x"): (0, xml, ""), ("journalctl",): None}.get(
+            tuple(argv), (0, "", "") if argv[0] in ("journalctl", "nvidia-smi", "ibstat") else (127, "", "x"))
+
+    cfg = config(expected={"gpu_count": 8, "nvlinks_per_gpu": 0, "ib_port_count": 0})
+    collected = str(tmp_path / "collected")
+    live, _runner = _health.run(cfg, level="quick", runner=_health.Runner(fake), use_state=False,
+                                collect_dir=collected)
+    again, _runner = _health.run(cfg, level="quick", from_dir=collected, use_state=False)
+    assert live["status"] == again["status"] == "ok", (live["findings"], again["findings"])
+
+
+def test_a_damaged_reading_does_not_replace_the_counter_baseline(tmp_path):
+    bundle = make_bundle(tmp_path)
+    state = tmp_path / "state.json"
+    baseline = {"saved_at": time.time() - 60, "nvlink_errors": {"gpu0/link0": {"replay": 0}}, "ib_counters": {}}
+    state.write_text(json.dumps(baseline))
+    outputs = {("nvidia-smi", "-q", "-x"): (0, read(os.path.join(bundle, "nvidia-smi-q.xml")), ""),
+               ("nvidia-smi", "nvlink", "-s"): (0, read(os.path.join(bundle, "nvlink-status.txt")), ""),
+               ("nvidia-smi", "nvlink", "-e"): (124, "", "timed out"),
+               ("systemctl", "is-active", "nvidia-fabricmanager"): (0, "active\n", "")}
+    cfg = config(state_file=str(state), sources={"kernel_log": "file:" + os.path.join(bundle, "kernel.log"),
+                                                  "sys_class_infiniband": os.path.join(bundle, "sys-class-infiniband")})
+    result, _runner = _health.run(cfg, level="standard",
+                                  runner=_health.Runner(lambda argv, _t: outputs.get(tuple(argv), (127, "", "x"))))
+    assert result["status"] == "unknown"
+    assert json.loads(state.read_text()) == baseline
+    assert "counters not saved: nvlink_errors failed or was read in part" in result["notes"]
+
+
+@pytest.mark.parametrize("saved", ["NaN", "Infinity", "-Infinity", "1e300"])
+def test_a_state_time_that_is_no_real_time_is_not_trusted_and_does_not_crash(tmp_path, saved):
+    state = tmp_path / "state.json"
+    state.write_text('{"saved_at": %s, "ib_counters": {}, "nvlink_errors": {}}' % saved)
+    loaded, note = _health.load_state(str(state), 1800, time.time())
+    assert loaded == {} and "not within 1800 s" in note
+
+
+def test_a_fault_after_the_check_such_as_an_unwritable_prom_file_is_unknown(tmp_path, capsys):
+    bundle = make_bundle(tmp_path)
+    prom = str(tmp_path / "no-such-dir" / "health.prom")
+    assert _cli("--from-dir", bundle, "--node", "n1", "--prom-file", prom) == 3
+    assert "internal error, the node's health is unknown" in capsys.readouterr().err
