@@ -19,8 +19,13 @@ ARG_SPEC_TASK = "Validating arguments against arg spec"
 PLAIN_OUTPUT = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
 
 
+COLLECTION_PREFIX = "gpucluster.ops."
+
+
 def task_names(path):
-    """Names of the tasks of a task file, those in blocks and rescues and in the files it imports included."""
+    """Names of the tasks of a task file, those in blocks and rescues, in the files it imports or includes, and in the
+    task files of this collection's roles it includes or imports with ``tasks_from`` (the shared secrets check of
+    roles/_common is part of the preflight that includes it)."""
     with open(path) as handle:
         tasks = yaml.safe_load(handle) or []
     names = set()
@@ -30,9 +35,16 @@ def task_names(path):
         names.add(task.get("name"))
         for key in ("block", "rescue", "always"):
             stack.extend(task.get(key) or [])
-        imported = task.get("ansible.builtin.import_tasks")
-        if imported:
-            names |= task_names(os.path.join(os.path.dirname(path), imported))
+        for key in ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks"):
+            if isinstance(task.get(key), str):
+                names |= task_names(os.path.join(os.path.dirname(path), task[key]))
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+            role = task.get(key) or {}
+            name = str(role.get("name") or "")
+            if name.startswith(COLLECTION_PREFIX) and role.get("tasks_from"):
+                tasks_from = role["tasks_from"]
+                tasks_from += "" if tasks_from.endswith((".yml", ".yaml")) else ".yml"
+                names |= task_names(os.path.join(ROOT, "roles", name[len(COLLECTION_PREFIX):], "tasks", tasks_from))
     return names
 
 

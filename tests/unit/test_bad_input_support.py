@@ -99,3 +99,12 @@ def test_a_host_outside_the_run_is_only_held_unchanged():
         _check(before=before, after=dict(before, spare="d"), run_hosts=["deb12-x", "deb13-x"])
     with pytest.raises(AssertionError, match="spare is not in the play recap"):
         _check(before=before, after=dict(before))
+
+
+def test_preflight_task_names_follow_the_shared_task_files_a_preflight_includes():
+    """The monitoring and slurm preflights include roles/_common's secrets check: its refusal is a preflight one."""
+    for role in ("monitoring", "slurm"):
+        names = preflight_task_names(role)
+        assert "Refuse secrets that are still the example vault's placeholder" in names, role
+        assert "Gather the fact subsets the role needs" in names, role   # roles/_common tasks_from: facts
+    assert "Fail on every problem of the team model" in preflight_task_names("team_quota")
