@@ -940,6 +940,7 @@ def judged_error(name, error):
     return kinds is None or (error or {}).get("kind") in kinds
 # --------------------------------------------------------------------------------------------------------------
 
+
 def check_unreadable(snapshot, config):
     """Inputs that failed, were missing, could not be read or parsed, and capture times that cannot be trusted,
     become ``unknown`` findings, so nothing is silently skipped."""

@@ -603,7 +603,7 @@ def test_a_damaged_reading_does_not_replace_the_counter_baseline(tmp_path):
                ("nvidia-smi", "nvlink", "-e"): (124, "", "timed out"),
                ("systemctl", "is-active", "nvidia-fabricmanager"): (0, "active\n", "")}
     cfg = config(state_file=str(state), sources={"kernel_log": "file:" + os.path.join(bundle, "kernel.log"),
-                                                  "sys_class_infiniband": os.path.join(bundle, "sys-class-infiniband")})
+                                                 "sys_class_infiniband": os.path.join(bundle, "sys-class-infiniband")})
     result, _runner = _health.run(cfg, level="standard",
                                   runner=_health.Runner(lambda argv, _t: outputs.get(tuple(argv), (127, "", "x"))))
     assert result["status"] == "unknown"
