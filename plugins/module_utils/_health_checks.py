@@ -180,9 +180,6 @@ def first_line(text):
     return "(no output)"
 
 
-_first_line = first_line
-
-
 def check_inventory(snapshot, config):
     """GPU count and model against what the inventory expects; GPUs the driver lost; no inventory at all."""
     nvsmi = snapshot.get("nvsmi")

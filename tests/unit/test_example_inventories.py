@@ -44,6 +44,7 @@ from ansible_collections.gpucluster.ops.plugins.filter.team_quotas import Filter
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health
 from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand as expand_hostlist
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import check_config_dir, format_problem
+from ansible_collections.gpucluster.ops.tests.unit.roles.rolerender import trust
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES_DIR = os.path.join(ROOT, "inventories", "examples")
@@ -329,25 +330,14 @@ def test_team_quota_model(example):
     assert len(monthly) == len(teams) and sum(monthly) <= EXPECTED[example.name]["gpus"] * 730
 
 
-def _trust(value):
-    """Role files as Ansible loads them: their strings are trusted templates."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trust(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trust(v) for v in value]
-    return value
-
-
 def _team_quota_preflight(example, **overrides):
     """The team_quota preflight's cluster read and model, templated as the role does on the controller: the role's
     defaults, the controller's inventory variables, the role's vars, then ``overrides`` (as extra vars)."""
     role = os.path.join(ROOT, "roles", "team_quota")
     controller = example.hosts("slurm_controller")[0]
-    variables = _trust(_load_yaml(os.path.join(role, "defaults", "main.yml")))
+    variables = trust(_load_yaml(os.path.join(role, "defaults", "main.yml")))
     variables.update(example.manager.get_vars(host=example.inventory.get_host(controller), include_hostvars=True))
-    variables.update(_trust(_load_yaml(os.path.join(role, "vars", "main.yml"))))
+    variables.update(trust(_load_yaml(os.path.join(role, "vars", "main.yml"))))
     variables.update(overrides)
     tasks = {t["name"]: t for t in _load_yaml(os.path.join(role, "tasks", "inventory_check.yml"))}
     read = tasks["Read the GPUs of every compute node and the nodes of every partition"]["ansible.builtin.set_fact"]

@@ -9,13 +9,14 @@ from ansible.template import Templar, trust_as_template
 ROLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))
 
 
-def _trust(value):
+def trust(value):
+    """Role files as Ansible loads them: their strings are trusted templates."""
     if isinstance(value, str):
         return trust_as_template(value)
     if isinstance(value, dict):
-        return {k: _trust(v) for k, v in value.items()}
+        return {k: trust(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_trust(v) for v in value]
+        return [trust(v) for v in value]
     return value
 
 
@@ -33,7 +34,7 @@ class RoleRender(object):
         variables.update(_load(os.path.join(ROLES, role, "vars", "main.yml")))
         if os_vars:
             variables.update(_load(os.path.join(ROLES, role, "vars", os_vars)))
-        variables = _trust(variables)
+        variables = trust(variables)
         variables.update(overrides)
         variables["ansible_facts"] = facts
         variables["ansible_managed"] = "Ansible managed"

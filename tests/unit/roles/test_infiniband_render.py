@@ -11,7 +11,7 @@ import yaml
 
 from ansible_collections.gpucluster.ops.plugins.filter.ipoib_addresses import ipoib_addresses
 
-from .rolerender import DEBIAN13, ROLES, RoleRender, _trust
+from .rolerender import DEBIAN13, ROLES, RoleRender, trust
 
 INTERFACES = [
     {"name": "ib0", "subnet": "10.20.0.0/16", "mode": "connected", "mtu": 65520},
@@ -190,5 +190,5 @@ def test_network_stack_detection(choice, services, paths, netplan_files, expecte
     facts = dict(DEBIAN13, services=services)
     r = RoleRender("infiniband", "Debian.yml", facts, infiniband_network_backend=choice,
                    __infiniband_probe_paths=probe_paths, __infiniband_probe_netplan=probe_netplan,
-                   **_trust(task["vars"]))
-    assert r.templar.template(_trust(task["ansible.builtin.set_fact"]["__infiniband_backend"])).strip() == expected
+                   **trust(task["vars"]))
+    assert r.templar.template(trust(task["ansible.builtin.set_fact"]["__infiniband_backend"])).strip() == expected
