@@ -8,6 +8,8 @@ PYTHON ?= python3
 COLL_LINK := .cache/collections/ansible_collections/gpucluster/ops
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 LAB_INVENTORY ?= inventories/lab
+CLUSTER ?= deb13
+TESTS ?=
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -16,7 +18,7 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule test lab lab-down build build-check lock clean
+.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule cluster cluster-test cluster-down test lab lab-down build build-check lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -60,6 +62,15 @@ fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a min
 
 molecule: setup platform ## Every molecule scenario (SCENARIOS="a b" for some)
 	scripts/molecule.sh $(SCENARIOS)
+
+cluster: setup platform ## Build the shared test cluster and keep it (CLUSTER=deb13 or deb12), for the edit loop
+	scripts/cluster.sh up $(CLUSTER)
+
+cluster-test: setup ## Rerun the kept cluster's test modules (TESTS="test_3_health_drain" for some)
+	scripts/cluster.sh test $(CLUSTER) $(TESTS)
+
+cluster-down: setup ## Remove the kept test cluster
+	scripts/cluster.sh down $(CLUSTER)
 
 test: lint sanity unit integration build-check molecule ## Everything CI runs
 

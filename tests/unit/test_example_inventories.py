@@ -61,7 +61,7 @@ EXPECTED = {
 # connection variables. Anything else an example sets must be an argument of a role of playbooks/site.yml.
 HOST_VARIABLES = {
     "ansible_host", "ansible_user", "ansible_port", "ansible_python_interpreter",
-    "gpucluster_cluster_name",
+    "gpucluster_cluster_name", "gpucluster_site_skip_roles",
     "node_baseline_address",
     "monitoring_scrape_address", "monitoring_expected_gpus",
     "slurm_node_name", "slurm_node_cpus", "slurm_node_sockets", "slurm_node_cores_per_socket",

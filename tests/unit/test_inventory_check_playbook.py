@@ -41,6 +41,14 @@ def edit(path, change):
         yaml.safe_dump(data, handle)
 
 
+def test_roles_site_yml_may_leave_out_pass(tmp_path):
+    inventory = lab_copy(tmp_path)
+    edit(os.path.join(inventory, "host_vars", "lab-gpu02.yml"),
+         _skip(["node_tuning", "nvidia_driver", "cuda_toolkit", "nccl", "dcgm", "dcgm_exporter", "monitoring"]))
+    rc, out = run_check(inventory)
+    assert rc == 0, out
+
+
 @pytest.mark.parametrize("inventory", ["lab", "examples/hgx-h100-256", "examples/mixed-a100-l40s"])
 def test_the_shipped_inventories_pass(inventory):
     rc, out = run_check(os.path.join(ROOT, "inventories", inventory))
@@ -63,7 +71,19 @@ def _gres_4(data):
     data["slurm_node_gres"] = [{"name": "gpu", "type": "h100", "count": 4}]
 
 
+def _skip(value):
+    def change(data):
+        data["gpucluster_site_skip_roles"] = value
+    return change
+
+
 CASES = {
+    "site.yml asked to leave out a role later plays need": (
+        "host_vars/lab-gpu02.yml", _skip(["nccl", "slurm"]), ["lab-gpu02", "gpucluster_site_skip_roles", "slurm"]),
+    "site.yml asked to leave out a role of a typo": (
+        "host_vars/lab-gpu02.yml", _skip(["nvidia-driver"]), ["lab-gpu02", "gpucluster_site_skip_roles", "nvidia-driver"]),
+    "site.yml's roles to leave out given as a string": (
+        "host_vars/lab-gpu02.yml", _skip("nccl"), ["lab-gpu02", "gpucluster_site_skip_roles", "must be a list"]),
     "max_concurrent above the cluster's GPUs": (
         "group_vars/all.yml", _team("max_concurrent", 64), ["research", "max_concurrent", "64"]),
     "a budget above what the GPUs deliver in 31 days": (

@@ -1,5 +1,5 @@
-"""Adding a compute node: the operator puts it into slurm_compute and runs the playbook limited to the new node and
-the controller. The node comes up idle with its GPUs and fabric place; no other node is touched or restarted.
+"""Adding a GPU node: the operator puts it into gpu_nodes and slurm_compute and runs site.yml limited to the new node
+and the controller. The node comes up idle with its GPUs and fabric place; no other node is touched or restarted.
 A later full run then brings the other nodes up to date: on Debian 12 (local configuration files) it rewrites their
 copies without restarting their slurmd (their node lines did not change); on Debian 13 (configless) it restarts
 only the slurmd whose cached copy is not the one slurmctld serves."""
@@ -11,12 +11,12 @@ from conftest import node_records, slurmd_started
 
 
 def _add_inventory(scenario, new):
-    return {"all": {"children": {"slurm_compute": {"hosts": {new: {}}}}}}
+    return {"all": {"children": {"gpu_nodes": {"hosts": {new: {}}}, "slurm_compute": {"hosts": {new: {}}}}}}
 
 
 def test_add_a_node_with_a_limited_run(scenario, ctl, tmp_path):
-    new = scenario.only("slurm_spare")
-    old = scenario.groups["slurm_compute"]
+    new = scenario.spare
+    old = scenario.compute
     started = slurmd_started(scenario, old)
     files = {h: scenario.host(h).check_output("sha256sum /etc/slurm/* /etc/default/slurmd 2>/dev/null; true") for h in old}
     ctld_before = ctl.check_output("systemctl show -p ActiveEnterTimestamp --value slurmctld")
@@ -29,7 +29,8 @@ def test_add_a_node_with_a_limited_run(scenario, ctl, tmp_path):
 
     # the new node is in, idle, with its GPUs, partitions and leaf switch
     node = node_records(ctl, [new])[new]
-    assert node["State"] == "IDLE" and node["Gres"] == "gpu:a100:2", node
+    gres = scenario.node_vars(new)["slurm_node_gres"][0]
+    assert node["State"] == "IDLE" and node["Gres"] == "gpu:%s:%d" % (gres["type"], gres["count"]), node
     assert node["Partitions"] == "dev"
     topology = ctl.check_output("scontrol show topology leaf2")
     assert new in ctl.check_output("scontrol show hostnames %s" % re.search(r"Nodes=(\S+)", topology).group(1))
@@ -47,7 +48,7 @@ def test_add_a_node_with_a_limited_run(scenario, ctl, tmp_path):
 
 
 def test_full_run_after_the_add_brings_every_node_up_to_date(scenario, ctl, tmp_path):
-    new = scenario.only("slurm_spare")
+    new = scenario.spare
     nodes = scenario.groups["slurm_compute"] + [new]
     if scenario.configless:
         _full_run_refreshes_stale_caches(scenario, ctl, tmp_path, new, nodes)

@@ -1,5 +1,5 @@
 """The converged cluster, seen from the controller as a user sees it: nodes, GRES, partitions, topology, jobs,
-accounting; and the files and daemons behind it."""
+accounting, the health check slurmd runs; and the files and daemons behind it."""
 
 import json
 import re
@@ -113,11 +113,17 @@ def test_accounting_tracks_gpus_and_the_cluster(scenario, ctl):
 
 
 def test_health_check_program_is_run_by_slurmd(scenario, ctl):
+    """slurmd runs the health_check role's wrapper, which leaves the checker's report of each run."""
     config = ctl.check_output("scontrol show config")
-    assert re.search(r"^HealthCheckProgram\s*=\s*/usr/local/sbin/scenario-health-check$", config, re.M)
+    assert re.search(r"^HealthCheckProgram\s*=\s*/usr/local/sbin/gpucluster-health-slurm$", config, re.M)
+    interval = scenario.group_vars["all"]["slurm_health_check_interval"]
+    assert re.search(r"^HealthCheckInterval\s*=\s*%d sec$" % interval, config, re.M), config
     for host in _compute(scenario):
-        log = scenario.host(host).file("/var/log/scenario-health-check.log")
-        assert log.exists and log.content_string.strip(), host
+        node = scenario.host(host)
+        report = json.loads(node.check_output("cat /var/lib/gpucluster-health/slurm-last.json"))
+        assert report["status"] == "ok", (host, report)
+        age = int(node.check_output("echo $(( $(date +%s) - $(stat -c %Y /var/lib/gpucluster-health/slurm-last.json) ))"))
+        assert age <= 3 * interval, (host, age)
 
 
 def test_configuration_files(scenario, ctl):

@@ -1,7 +1,9 @@
-"""Verify team_quota on a real Slurm cluster: what Slurm stores, what it enforces, and what a change does.
+"""team_quota on the cluster's real Slurm (site.yml's Team quotas play): what Slurm stores, what it enforces, and
+what a change in inventory does. Seen from the controller as a user and an operator see it.
 
-The static checks use testinfra's host. The job scenario runs on every instance at once (a module fixture that
-starts a script in each container and waits for all), so the preemption wait and the usage accrual overlap.
+The job scenario runs once, in the controller, as the teams' users (a module fixture); the tests read what it saw.
+Jobs ask for GPUs in all (--gpus): the research team's 16 GPUs span both nodes, so its job can only start when the
+development job is preempted.
 """
 
 import json
@@ -10,12 +12,21 @@ import re
 import subprocess
 
 import pytest
-import yaml
 
-SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-with open(os.path.join(SCENARIO, "molecule.yml")) as _f:
-    GROUP_VARS = yaml.safe_load(_f)["provisioner"]["inventory"]["group_vars"]["all"]
+from conftest import ROOT
+
 RESET_UNIT = "gpucluster-team-quota-reset-month"
+
+
+@pytest.fixture(scope="module")
+def teams(scenario):
+    return scenario.group_vars["all"]["team_quota_teams"]
+
+
+@pytest.fixture(scope="module")
+def host(ctl):
+    return ctl
+
 
 # Runs as root in one container; prints one JSON object with what it saw.
 WORKLOAD = r"""
@@ -27,18 +38,18 @@ out() { printf '%s' "$1" | python3 -c 'import json,sys; print(json.dumps(sys.std
 job() { su "$1" -c "sbatch --parsable --chdir=/tmp -o /dev/null --time=10 $2 --wrap='sleep 600'" 2>&1; }
 state() { squeue -h -j "$1" -o '%T %r' 2>/dev/null; }
 used() { scontrol -o show assoc_mgr flags=qos qos="$1" | sed -n 's/.*[[:space:]]GrpTRESMins=[^[:space:]]*gres\/gpu=[N0-9]*(\([0-9]*\)).*/\1/p'; }
-refused=$(job bob '--gres=gpu:9'); refused_rc=$?
-dev=$(job bob '--gres=gpu:8')
+refused=$(job bob '--gpus=9'); refused_rc=$?
+dev=$(job bob '--gpus=8')
 for i in $(seq 1 30); do [ "$(state "$dev")" = "RUNNING None" ] && break; sleep 1; done
 dev_running_at=$(date +%s)
-res=$(job alice '--gres=gpu:16')
+res=$(job alice '--gpus=16')
 res_state=""
 for i in $(seq 1 90); do res_state=$(state "$res"); [ "${res_state%% *}" = RUNNING ] && break; sleep 1; done
 res_running_at=$(date +%s)
 dev_after=$(state "$dev")
 dev_restarts=$(scontrol show job "$dev" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 dev_sacct=$(sacct -n -X -j "$dev" -o State%20 --duplicates | tr -s ' \n' ' ')
-second=$(job alice '--gres=gpu:10')
+second=$(job alice '--gpus=10')
 second_state=""
 for i in $(seq 1 20); do second_state=$(state "$second"); [ "$second_state" = "PENDING QOSGrpGRES" ] && break; sleep 1; done
 for i in $(seq 1 100); do u=$(used research); [ "${u:-0}" -gt 0 ] && break; sleep 1; done
@@ -58,12 +69,6 @@ JSON
 """.replace("__RESET__", RESET_UNIT)
 
 
-def _instances():
-    with open(os.environ["MOLECULE_INVENTORY_FILE"]) as f:
-        inventory = yaml.safe_load(f)
-    return sorted(inventory["all"]["hosts"])
-
-
 def _sacctmgr(host, *args):
     return host.check_output("sacctmgr -n -P show " + " ".join(args))
 
@@ -77,7 +82,7 @@ def _rows(text):
 def test_team_qos_read_back(host):
     rows = dict((r[0], r[1:]) for r in _rows(_sacctmgr(
         host, "qos", "format=Name,Priority,Flags,GrpTRES,GrpTRESMins,Preempt,PreemptMode,PreemptExemptTime,Description")))
-    assert rows["research"] == ["1000", "DenyOnLimit,NoDecay", "gres/gpu=16", "gres/gpu=1200000", "development",
+    assert rows["research"] == ["1000", "DenyOnLimit,NoDecay", "gres/gpu=16", "gres/gpu=360000", "development",
                                 "cluster", "", "gpucluster.ops: research group"]
     assert rows["development"] == ["500", "DenyOnLimit,NoDecay", "gres/gpu=8", "gres/gpu=300000", "", "requeue",
                                    "00:00:20", "gpucluster.ops: development group"]
@@ -116,16 +121,12 @@ def test_reset_timer_is_scheduled(host):
 # -- what Slurm enforces ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def workload():
-    """Start the job scenario in every instance at once; return {instance: observations}."""
-    procs = dict((i, subprocess.Popen(["docker", "exec", i, "bash", "-c", WORKLOAD], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)) for i in _instances())
-    results = {}
-    for instance, proc in procs.items():
-        out, err = proc.communicate(timeout=420)
-        assert proc.returncode == 0, "%s: %s %s" % (instance, out, err)
-        results[instance] = json.loads(out[out.index("{"):])
-    return results
+def workload(scenario):
+    """Run the job scenario in the controller; return what it saw."""
+    proc = subprocess.run(["docker", "exec", scenario.controller, "bash", "-c", WORKLOAD], capture_output=True,
+                          text=True, timeout=420, check=False)
+    assert proc.returncode == 0, "%s %s" % (proc.stdout, proc.stderr)
+    return {scenario.controller: json.loads(proc.stdout[proc.stdout.index("{"):])}
 
 
 def test_job_above_the_team_gpu_limit_is_refused(workload):
@@ -157,55 +158,40 @@ def test_usage_reset(workload):
         assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$", seen["last_reset"]), (instance, seen)
 
 
-def test_usage_report_playbook(workload, tmp_path):
+def test_usage_report_playbook(scenario, workload, tmp_path):
     del workload  # after the jobs, so that there is usage to report
-    instances = _instances()
-    inventory = {"all": {"children": {"slurm_controller": {"hosts": dict(
-        (i, {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"})
-        for i in instances)}}}}
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    (tmp_path / "vars.json").write_text(json.dumps(GROUP_VARS))
     report = tmp_path / "usage.json"
-    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"),
-                           os.path.join(SCENARIO, "..", "..", "playbooks", "team_usage.yml"),
-                           "-e", "@%s" % (tmp_path / "vars.json"), "-e", "team_usage_json_file=%s" % report],
-                          capture_output=True, text=True, check=False,
-                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"research\s+month\s+20000\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+\s+0/16", proc.stdout), proc.stdout
+    rc, out = scenario.playbook(tmp_path, os.path.join(ROOT, "playbooks", "team_usage.yml"),
+                                extra_vars={"team_usage_json_file": str(report)})
+    assert rc == 0, out
+    research = scenario.group_vars["all"]["team_quota_teams"]["research"]
+    assert re.search(r"research\s+month\s+%s\s+[0-9.]+\s+[0-9.]+%%\s+[0-9.]+\s+0/16"
+                     % research["gpu_hours"].split("/")[0], out), out
     teams = dict((t["team"], t) for t in json.loads(report.read_text())["teams"])
-    assert teams["research"]["budget_gpu_hours"] == 20000 and teams["research"]["found"]
+    assert teams["research"]["budget_gpu_hours"] == 6000 and teams["research"]["found"]
     assert teams["development"]["limit_in_slurm"] == {"gpu_minutes": 300000, "max_concurrent": 8}
 
 
 # -- a change in inventory ------------------------------------------------------------------------------------------
 
-def _converge(tmp_path, teams, check=False):
-    instances = _instances()
-    inventory = {"all": {"hosts": dict((i, {"ansible_connection": "community.docker.docker",
-                                            "ansible_python_interpreter": "/usr/bin/python3"}) for i in instances)}}
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    variables = dict(GROUP_VARS, team_quota_teams=teams)
-    (tmp_path / "vars.json").write_text(json.dumps(variables))
-    argv = ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), os.path.join(SCENARIO, "converge.yml"),
-            "-e", "@%s" % (tmp_path / "vars.json"), "--diff"] + (["--check"] if check else [])
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+@pytest.fixture
+def seed_teams_back(scenario, tmp_path):
+    """Whatever a test changes, the seed's teams are put back with the role (the next module expects them)."""
+    yield
+    rc, out = scenario.playbook(tmp_path, "team_quota.yml")
+    assert rc == 0, out
 
 
-def test_changed_limit_is_applied_and_shown_in_the_diff(tmp_path, workload):
+def test_changed_limit_is_applied_and_shown_in_the_diff(scenario, tmp_path, workload, seed_teams_back):
     del workload  # runs after the job scenario, on the seed state it leaves
-    teams = json.loads(json.dumps(GROUP_VARS["team_quota_teams"]))
-    teams["research"]["max_concurrent"] = 24
-    out = _converge(tmp_path, teams)
+    teams = json.loads(json.dumps(scenario.group_vars["all"]["team_quota_teams"]))
+    teams["research"]["max_concurrent"] = 12
+    rc, out = scenario.playbook(tmp_path, "team_quota.yml", extra_vars={"team_quota_teams": teams}, args=["--diff"])
+    assert rc == 0, out
     assert re.search(r"^-research: .*GrpTRES=gres/gpu=16 ", out, re.M), out
-    assert re.search(r"^\+research: .*GrpTRES=gres/gpu=24 ", out, re.M), out
+    assert re.search(r"^\+research: .*GrpTRES=gres/gpu=12 ", out, re.M), out
     assert "development:" not in out.split("TASK [gpucluster.ops.team_quota : Create or update the QOS of each team]")[1] \
         .split("TASK [")[0]
-    for instance in _instances():
-        assert re.search(r"^%s\s+: .*changed=1 " % re.escape(instance), out, re.M), out
-        stored = subprocess.run(["docker", "exec", instance, "sacctmgr", "-n", "-P", "show", "qos", "research",
-                                 "format=GrpTRES"], capture_output=True, text=True, check=True).stdout.strip()
-        assert stored == "gres/gpu=24"
+    assert re.search(r"^%s\s+: .*changed=1 " % re.escape(scenario.controller), out, re.M), out
+    stored = scenario.host(scenario.controller).check_output("sacctmgr -n -P show qos research format=GrpTRES")
+    assert stored == "gres/gpu=12"

@@ -1,0 +1,251 @@
+"""Fixtures of the shared test cluster (cluster-deb12, cluster-deb13): the cluster as its inventory describes it,
+hosts, playbook runs, and the reset that gives every test module the same starting state.
+
+The test modules run in the order of their names against one cluster converged once with playbooks/site.yml
+(docs/testing.md). Each looks at the cluster as a user or operator would (from the controller) and runs the real
+ansible-playbook where it needs another run. A module may change the cluster (drain a node, inject a fault, add
+the spare node, submit jobs, make reservations); `reset` puts back the known state before and after every module:
+no jobs, no reservations, no simulated faults, every compute node idle, the spare node out of Slurm.
+
+GPUCLUSTER_CLUSTER_TESTS (a blank-separated list of module names, with or without .py) runs only those modules:
+scripts/cluster.sh test deb13 test_3_health_drain runs one module on a kept cluster.
+A module that runs on one release only says so with `pytestmark = pytest.mark.release("debian13")`.
+"""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+import testinfra
+import yaml
+
+from bad_input import PLAIN_OUTPUT
+
+SHARED = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(SHARED))
+SITE = os.path.join(ROOT, "playbooks", "site.yml")
+PLAYBOOKS = os.path.join(SHARED, "playbooks")
+HARDWARE_GROUPS = ("gpu_a100", "gpu_h100")
+# How long the reset waits for Slurm to settle (jobs gone, nodes idle) before it fails the module.
+SETTLE_S = 120
+
+
+def _load(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+class Scenario(object):
+    """The molecule inventory of this cluster, its shared group_vars, and helpers to run playbooks on it."""
+
+    def __init__(self):
+        self.name = os.environ["MOLECULE_SCENARIO_NAME"]
+        self.inventory_file = os.environ["MOLECULE_INVENTORY_FILE"]
+        self.inventory_dir = os.path.dirname(self.inventory_file)
+        inventory = _load(self.inventory_file)
+        self.groups = {name: sorted((data or {}).get("hosts") or {}) for name, data in inventory.items() if name != "all"}
+        self.instances = sorted(inventory["all"]["hosts"])
+        self.group_vars = {os.path.basename(p)[:-4]: _load(p) for p in glob.glob(os.path.join(SHARED, "group_vars", "*.yml"))}
+        self.release = "debian12" if "debian12" in self.groups else "debian13"
+        self.configless = bool(self.group_vars[self.release].get("slurm_configless"))
+        self.cluster_name = self.group_vars[self.release]["slurm_cluster_name"]
+
+    def only(self, group):
+        hosts = self.groups.get(group, [])
+        assert len(hosts) == 1, (group, hosts)
+        return hosts[0]
+
+    @property
+    def controller(self):
+        return self.only("slurm_controller")
+
+    @property
+    def database(self):
+        return self.only("slurm_database")
+
+    @property
+    def spare(self):
+        return self.only("cluster_spare")
+
+    @property
+    def compute(self):
+        return self.groups["slurm_compute"]
+
+    def node_vars(self, host):
+        """The variables of a GPU host's hardware group (slurm_node_*, health_check_expected, gpusim_profile)."""
+        merged = {}
+        for group in HARDWARE_GROUPS:
+            if host in self.groups.get(group, []):
+                merged.update(self.group_vars[group])
+        return merged
+
+    def host(self, name):
+        return testinfra.get_host("docker://%s" % name)
+
+    def playbook(self, tmp_path, playbook=SITE, extra_inventory=None, limit=None, extra_vars=None, args=()):
+        """Run a playbook on the cluster like an operator (site.yml unless another is named); return (rc, output)."""
+        argv = ["ansible-playbook", "-i", self.inventory_dir]
+        if extra_inventory:
+            path = tmp_path / "extra-inventory.yml"
+            path.write_text(yaml.safe_dump(extra_inventory))
+            argv += ["-i", str(path)]
+        if limit:
+            argv += ["--limit", ",".join(limit)]
+        if extra_vars:
+            path = tmp_path / "extra-vars.json"
+            path.write_text(json.dumps(extra_vars))
+            argv += ["-e", "@%s" % path]
+        argv += list(args) + [playbook if os.path.isabs(playbook) else os.path.join(PLAYBOOKS, playbook)]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                              env=dict(os.environ, **PLAIN_OUTPUT))
+        return proc.returncode, proc.stdout + proc.stderr
+
+    # Backwards name of the Slurm tests: a full site run.
+    def converge(self, tmp_path, extra_inventory=None, limit=None, extra_vars=None):
+        return self.playbook(tmp_path, SITE, extra_inventory, limit, extra_vars)
+
+
+def node_records(ctl, nodes):
+    """`scontrol show node -o` as {node: {key: value}} (values may hold blanks only in Reason, which is last)."""
+    out = ctl.check_output("scontrol show node -o %s" % ",".join(nodes))
+    records = {}
+    for line in out.splitlines():
+        head, _sep, reason = line.partition(" Reason=")
+        fields = dict(re.findall(r"(\w+)=(\S*)", head))
+        fields["Reason"] = reason.strip()
+        records[fields["NodeName"]] = fields
+    return records
+
+
+def slurm_nodes(ctl):
+    """The node names slurmctld knows (sinfo --Node lists a node once per partition)."""
+    return sorted(set(ctl.check_output("sinfo --noheader --Node --format=%N").split()))
+
+
+def slurmd_started(scenario, hosts):
+    """ActiveEnterTimestamp of slurmd on each host (changes only when slurmd (re)starts)."""
+    return {h: scenario.host(h).check_output("systemctl show -p ActiveEnterTimestamp --value slurmd") for h in hosts}
+
+
+# -- simulated faults -------------------------------------------------------------------------------------------------
+
+GPUSIM = "/opt/gpusim/bin/gpusim"
+PROFILE = "/etc/gpusim/profile.json"
+SET_FAULTS = r"""
+import json, sys
+path, faults = sys.argv[1], json.loads(sys.argv[2])
+with open(path) as f:
+    profile = json.load(f)
+if profile.get("faults") != faults:
+    profile["faults"] = faults
+    with open(path, "w") as f:
+        json.dump(profile, f, indent=2)
+"""
+
+
+def set_faults(scenario, host, faults):
+    """Give a simulated node these faults (gpusim's profile, then `gpusim setup` for sysfs, kernel log, /dev)."""
+    node = scenario.host(host)
+    node.check_output("python3 -c %s %s %s" % (_quote(SET_FAULTS), PROFILE, _quote(json.dumps(faults))))
+    node.check_output("%s setup --profile %s" % (GPUSIM, PROFILE))
+
+
+def faults_of(scenario, host):
+    return json.loads(scenario.host(host).check_output("cat %s" % PROFILE)).get("faults") or []
+
+
+def _quote(text):
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+# -- the known state --------------------------------------------------------------------------------------------------
+
+def _wait(what, probe, timeout=SETTLE_S):
+    deadline = time.monotonic() + timeout
+    seen = probe()
+    while not seen[0] and time.monotonic() < deadline:
+        time.sleep(2)
+        seen = probe()
+    assert seen[0], "the cluster did not settle within %d s: %s: %s" % (timeout, what, seen[1])
+
+
+def reset_cluster(scenario, tmp_path):
+    """Put the cluster back into its known state; return what had to be undone (for the log)."""
+    ctl = scenario.host(scenario.controller)
+    undone = []
+    for host in scenario.groups.get("gpu_nodes", []) + [scenario.spare]:
+        if faults_of(scenario, host):
+            undone.append("faults on %s" % host)
+            set_faults(scenario, host, [])
+    if ctl.check_output("squeue --noheader --all --format=%i"):
+        undone.append("jobs")
+        ctl.check_output("scancel --quiet $(squeue --noheader --all --format=%i)")
+    for name in ctl.check_output("scontrol show reservation -o | sed -n 's/^ReservationName=\\([^ ]*\\) .*/\\1/p'").split():
+        undone.append("reservation %s" % name)
+        ctl.check_output("scontrol delete reservationname=%s" % name)
+    if scenario.spare in slurm_nodes(ctl):
+        undone.append("spare node %s in Slurm" % scenario.spare)
+        scenario.host(scenario.spare).check_output("systemctl disable --now slurmd")
+        rc, out = scenario.playbook(tmp_path, "slurm.yml")
+        assert rc == 0, out
+    for name, record in node_records(ctl, scenario.compute).items():
+        state = record["State"]
+        if "DRAIN" in state or "DOWN" in state:
+            undone.append("%s %s (%s)" % (name, state, record["Reason"]))
+            ctl.check_output("scontrol update nodename=%s state=resume" % name)
+
+    def settled():
+        jobs = ctl.check_output("squeue --noheader --all --format='%i %T'")
+        states = {n: r["State"] for n, r in node_records(ctl, scenario.compute).items()}
+        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == scenario.compute,
+                "jobs %r, nodes %r, slurm knows %r" % (jobs, states, slurm_nodes(ctl)))
+    _wait("no jobs, every compute node idle, the spare node out of Slurm", settled)
+    return undone
+
+
+@pytest.fixture(scope="session")
+def scenario():
+    return Scenario()
+
+
+@pytest.fixture(scope="session")
+def ctl(scenario):
+    return scenario.host(scenario.controller)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def known_state(request, scenario, tmp_path_factory):
+    """Every module starts from the known state and leaves it (a module's own finalizers run before this one's)."""
+    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
+    if undone:
+        print("reset before %s undid: %s" % (request.module.__name__, ", ".join(undone)))
+    yield
+    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
+    if undone:
+        print("reset after %s undid: %s" % (request.module.__name__, ", ".join(undone)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "release(name): the module runs on that Debian release's cluster only")
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = os.environ.get("GPUCLUSTER_CLUSTER_TESTS", "").split()
+    if wanted:
+        names = {w[:-3] if w.endswith(".py") else w for w in wanted}
+        unknown = names - {item.module.__name__ for item in items}
+        if unknown:
+            raise pytest.UsageError("GPUCLUSTER_CLUSTER_TESTS names no test module: %s" % ", ".join(sorted(unknown)))
+        selected = [item for item in items if item.module.__name__ in names]
+        config.hook.pytest_deselected(items=[item for item in items if item not in selected])
+        items[:] = selected
+    release = "debian12" if "debian12" in _load(os.environ["MOLECULE_INVENTORY_FILE"]) else "debian13"
+    for item in items:
+        marker = item.get_closest_marker("release")
+        if marker and release not in marker.args:
+            item.add_marker(pytest.mark.skip(reason="runs on the %s cluster only (the same on both releases)"
+                                             % " and ".join(marker.args)))
