@@ -18,7 +18,8 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule cluster cluster-test cluster-down test lab lab-down build build-check lock clean
+.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule cluster cluster-test cluster-down time-report time-table test \
+	test-clock lab lab-down build build-check lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -60,7 +61,7 @@ fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a min
 	scripts/syntax-check.sh
 	scripts/pytest.sh tests/unit -q -x
 
-molecule: setup platform ## Every molecule scenario (SCENARIOS="a b" for some)
+molecule: setup platform ## Every molecule scenario (SCENARIOS="a b" for some), then the time report
 	scripts/molecule.sh $(SCENARIOS)
 
 cluster: setup platform ## Build the shared test cluster and keep it (CLUSTER=deb13 or deb12), for the edit loop
@@ -72,7 +73,20 @@ cluster-test: setup ## Rerun the kept cluster's test modules (TESTS="test_3_heal
 cluster-down: setup ## Remove the kept test cluster
 	scripts/cluster.sh down $(CLUSTER)
 
-test: lint sanity unit integration build-check molecule ## Everything CI runs
+time-report: setup ## The last molecule run's times against molecule/budget.yml again
+	scripts/time-report.py
+
+time-table: setup ## Write README's time table from the last run (scripts/time-report.py --readme)
+	scripts/time-report.py --readme
+
+test: test-clock lint sanity unit integration build-check molecule ## Everything CI runs
+	@echo "end_epoch=$$(date +%s)" >>.cache/molecule-logs/make-test
+	@scripts/time-report.py --summary
+
+# make test's own time, for the time report (it counts only when the whole of make test got to its end).
+test-clock:
+	@mkdir -p .cache/molecule-logs
+	@echo "start_epoch=$$(date +%s)" >.cache/molecule-logs/make-test
 
 build: setup ## Build the collection tarball into build/
 	mkdir -p build

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2: scenarios
 # spend most of their time waiting on apt and containers), print each one's time and result, and fail when any
-# failed. Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log; a failed one's tail is printed.
+# failed. Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the
+# seconds since the scenario started (so that scripts/time-report.py can time molecule's stages); a failed
+# one's tail is printed. The verifier writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
+# At the end scripts/time-report.py prints every time against molecule/budget.yml; it never fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 scenarios=("$@")
@@ -10,14 +13,37 @@ if [ ${#scenarios[@]} -eq 0 ]; then
 fi
 jobs=${MOLECULE_JOBS:-2}
 export GPUCLUSTER_APT_CACHE=${GPUCLUSTER_APT_CACHE:-/var/cache/gpucluster-ops/apt}
-mkdir -p "$GPUCLUSTER_APT_CACHE" .cache/molecule-logs
-results=.cache/molecule-logs/results
+# Lines reach the log as they are written, so that their timestamps are right.
+export PYTHONUNBUFFERED=1
+logs=.cache/molecule-logs
+mkdir -p "$GPUCLUSTER_APT_CACHE" "$logs"
+results=$logs/results
 : >"$results"
+# This run, for the report: when, where, how many at a time and which scenarios ("all" when none were named).
+{
+    echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "start_epoch=$(date +%s)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "jobs=$jobs"
+    echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
+    echo "scenarios=${scenarios[*]}"
+} >"$logs/run"
+
+# Prefix each line of stdin with the seconds since $1 (microseconds since the epoch), to a tenth of a second.
+stamp() {
+    local t0=$1 line t
+    while IFS= read -r line || [ -n "$line" ]; do
+        t=$(( ${EPOCHREALTIME/[.,]/} - t0 ))
+        printf '%6d.%d %s\n' $((t / 1000000)) $((t / 100000 % 10)) "$line"
+    done
+}
 
 run_one() {
-    local s=$1 start=$SECONDS log=.cache/molecule-logs/$1.log
+    local s=$1 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
+    rm -f "$logs/$s.junit.xml"
     echo "=== molecule test -s $s (log: $log)"
-    if molecule test -s "$s" >"$log" 2>&1; then
+    if molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
         printf '%-24s FAILED  %4d s  (log: %s)\n' "$s" $((SECONDS - start)) "$log" >>"$results"
@@ -34,6 +60,14 @@ for s in "${scenarios[@]}"; do
     run_one "$s" &
 done
 wait
+{
+    echo "wall_s=$SECONDS"
+    echo "end_epoch=$(date +%s)"
+    echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+} >>"$logs/run"
 echo "=== molecule summary ($jobs at a time, $SECONDS s in all)"
-sort "$results"
+if ! scripts/time-report.py --logs "$logs"; then
+    echo "=== (the time report failed; the results:)"
+    sort "$results"
+fi
 ! grep -q FAILED "$results"
