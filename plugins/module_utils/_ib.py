@@ -67,6 +67,9 @@ _READ_LIMIT = 4096
 # The kernel writes a port's rate as "400 Gb/sec (4X NDR)" (ib_verbs, drivers/infiniband/core/sysfs.c); anything
 # else in a sysfs copy is a damaged file, not a rate.
 _SYSFS_RATE_RE = re.compile(r"^\d+(?:\.\d+)? Gb/sec \(\d+X(?: [A-Z]+)?\)$")
+# It writes state and phys_state as "<number>: <word>" ("4: ACTIVE", "5: LinkUp"): a word alone, a dash or "N/A"
+# in a sysfs copy is a damaged file too.
+_SYSFS_NUMBERED_RE = re.compile(r"^\d+: \S")
 
 
 def natural_key(name):
@@ -293,6 +296,9 @@ def _read_port(port_path, number, where, unreadable, counters=True):
             append_capped(unreadable, "%s/%s: is empty" % (where, file_name))
         elif file_name == "link_layer" and raw.lower() not in _LINK_LAYERS:
             append_capped(unreadable, "%s/link_layer value %r is neither InfiniBand nor Ethernet" % (where, raw[:40]))
+        elif file_name in ("state", "phys_state") and raw is not None and not _SYSFS_NUMBERED_RE.match(raw):
+            append_capped(unreadable, "%s/%s value %r is not the kernel's '<number>: <word>'" % (
+                where, file_name, raw[:40]))
         elif file_name == "rate" and not _SYSFS_RATE_RE.match(raw):
             append_capped(unreadable, "%s/rate value %r is not the kernel's '<n> Gb/sec (<w>X <speed>)'" % (
                 where, raw[:40]))

@@ -187,6 +187,20 @@ def test_sysfs_missing_files_and_bad_counters_are_notes(tmp_path):
                                     "mlx5_0/1/counters/symbol_error value 'lots' is not a number"]
 
 
+@pytest.mark.parametrize("name,value", [("phys_state", "-\n"), ("phys_state", "N/A\n"), ("phys_state", "LinkUp\n"),
+                                        ("state", "ACTIVE\n"), ("state", "[Unknown]\n")])
+def test_sysfs_state_not_in_the_kernels_numbered_form_is_unreadable(tmp_path, name, value):
+    """The kernel writes "<number>: <word>"; anything else (a dash, N/A, a word alone) is a damaged copy, never a
+    state taken on trust or dropped as "not available"."""
+    tree = ndr_node_tree(1)
+    tree["mlx5_0/ports/1/%s" % name] = value
+    write_tree(str(tmp_path), tree)
+    result = read_sys_class_infiniband(str(tmp_path))
+    field = "physical_state" if name == "phys_state" else "state"
+    assert result["devices"][0]["ports"][0][field] is None
+    assert result["unreadable"] == ["mlx5_0/1/%s value %r is not the kernel's '<number>: <word>'" % (name, value.strip())]
+
+
 def test_sysfs_file_that_cannot_be_read_is_a_note(tmp_path):
     tree = ndr_node_tree(1)
     del tree["mlx5_0/hca_type"]
