@@ -5,7 +5,8 @@ variables (and changes that must not happen), then holds the run to the collecti
 role's argument_specs validation or its preflight tasks, on every host it runs on, names what is wrong, and leaves
 every node as it was (files, packages, records and daemons are read before and after).
 
-Molecule's testinfra step imports this through pytest.ini's pythonpath (tests/support).
+Molecule's testinfra step imports this through pytest.ini's pythonpath (tests/support); so do the unit tests that
+run the same cases without a node (offline_preflight.py, tests/unit/roles/test_bad_input_preflight.py).
 """
 
 import os
@@ -118,11 +119,15 @@ def recap(out):
     return counters
 
 
-def assert_refused_before_change(case, rc, out, roles, expect, before, after, run_hosts=None):
+def started_tasks(out):
+    """Names of the tasks ansible-playbook started, in order, read from its default output."""
+    return [m.group(1) for m in re.finditer(r"^TASK \[(?:[\w.]+ : )?(.+?)\] \**$", out, re.MULTILINE)]
+
+
+def assert_refused_in_preflight(case, rc, out, roles, expect, run_hosts):
     """The run failed (rc 2) in argument_specs validation or the preflight of `roles`, on every host of its recap
-    and with no change there, and `run_hosts` (default: the hosts of `before`) are all in that recap; its output
-    (whitespace folded, YAML's doubled quotes undone) says every text of `expect`; and each host's snapshot `after`
-    the run is the one from `before` it (hosts outside the run included: nothing may reach them either)."""
+    and with no change there, and `run_hosts` are all in that recap; its output (whitespace folded, YAML's doubled
+    quotes undone) says every text of `expect`. What a run's output can show: the nodes are the caller's to read."""
     assert rc == 2, "case %s: expected failed hosts (rc 2), got rc %d\n%s" % (case, rc, out)
     flat = " ".join(out.split()).replace("''", "'")   # YAML doubles a quote inside a quoted message
     for text in expect:
@@ -132,10 +137,18 @@ def assert_refused_before_change(case, rc, out, roles, expect, before, after, ru
     outside = {t for t in failed if t not in allowed and not t.startswith(ARG_SPEC_TASK)}
     assert failed and not outside, "case %s failed outside preflight: %s\n%s" % (case, outside, out)
     counters = recap(out)
-    for host in before if run_hosts is None else run_hosts:
+    for host in run_hosts:
         assert host in counters, "case %s: %s is not in the play recap\n%s" % (case, host, out)
     for host, counter in counters.items():
         assert counter.get("changed") == 0 and counter.get("failed") == 1, (case, host, counter)
+
+
+def assert_refused_before_change(case, rc, out, roles, expect, before, after, run_hosts=None):
+    """The run failed (rc 2) in argument_specs validation or the preflight of `roles`, on every host of its recap
+    and with no change there, and `run_hosts` (default: the hosts of `before`) are all in that recap; its output
+    (whitespace folded, YAML's doubled quotes undone) says every text of `expect`; and each host's snapshot `after`
+    the run is the one from `before` it (hosts outside the run included: nothing may reach them either)."""
+    assert_refused_in_preflight(case, rc, out, roles, expect, list(before) if run_hosts is None else run_hosts)
     for host in before:
         assert before[host] == after[host], "case %s changed %s:\nbefore:\n%s\nafter:\n%s" % (
             case, host, before[host], after[host])

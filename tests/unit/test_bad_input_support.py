@@ -1,9 +1,13 @@
 """The molecule scenarios' shared bad-input checks (tests/support/bad_input.py) pass a refused run and fail every way a
-run can break the rule: wrong exit code, a failure outside preflight, a change, a host left out, an unnamed mistake."""
+run can break the rule: wrong exit code, a failure outside preflight, a change, a host left out, an unnamed mistake.
+So do the offline ones of the unit tests (tests/support/offline_preflight.py), and besides a task beyond the
+preflight or a question the offline host could not answer."""
 
 import pytest
 
-from bad_input import assert_refused_before_change, failed_tasks, preflight_task_names, recap, task_names
+from bad_input import (assert_refused_before_change, assert_refused_in_preflight, failed_tasks, preflight_task_names,
+                       recap, started_tasks, task_names)
+from offline_preflight import assert_refused_offline
 
 GOOD_RUN = """
 PLAY [Converge] ****************************************************************
@@ -108,3 +112,34 @@ def test_preflight_task_names_follow_the_shared_task_files_a_preflight_includes(
         assert "Refuse secrets that are still the example vault's placeholder" in names, role
         assert "Gather the fact subsets the role needs" in names, role   # roles/_common tasks_from: facts
     assert "Fail on every problem of the team model" in preflight_task_names("team_quota")
+
+
+def test_started_tasks_are_read_in_order():
+    assert started_tasks(GOOD_RUN) == ["Validating arguments against arg spec 'main' - The node baseline",
+                                       "Check the cluster name"]
+
+
+def test_the_run_checks_hold_without_snapshots():
+    assert_refused_in_preflight("case", 2, GOOD_RUN, ["node_baseline"], EXPECT, ["deb12-x", "deb13-x"])
+    with pytest.raises(AssertionError, match="spare is not in the play recap"):
+        assert_refused_in_preflight("case", 2, GOOD_RUN, ["node_baseline"], EXPECT, ["deb12-x", "spare"])
+
+
+def _offline(out=GOOD_RUN, calls=()):
+    assert_refused_offline("case", 2, out, list(calls), ["node_baseline"], EXPECT, ["deb12-x", "deb13-x"])
+
+
+def test_an_offline_refused_run_passes():
+    _offline(calls=[{"module": "setup", "answered": True, "host": "deb12-x"}])
+
+
+def test_an_offline_run_that_asked_what_a_host_cannot_answer_fails():
+    with pytest.raises(AssertionError, match="cannot answer"):
+        _offline(calls=[{"module": "apt", "refused": "no canned answer for apt {}", "host": "deb12-x"}])
+
+
+def test_an_offline_run_with_a_task_beyond_the_preflight_fails():
+    install = "TASK [gpucluster.ops.node_baseline : Install the base packages] ***\n\n"
+    out = GOOD_RUN.replace("PLAY RECAP", install + "PLAY RECAP")
+    with pytest.raises(AssertionError, match="tasks beyond the preflight started: \\['Install the base packages'\\]"):
+        _offline(out=out)
