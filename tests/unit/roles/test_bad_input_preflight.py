@@ -21,8 +21,8 @@ What the molecule scenarios keep end to end (those run here too, but for the two
 - node-baseline: above-nr-open; fabric-tuning: address-collision; monitoring: grafana-password-placeholder (and
   dcgm-unavailable, which depends on what the node's apt offers, so it has no unit test here).
 - team-quota: calendar depends on what the node's systemd-analyze can parse, so it has no unit test here.
-- slurm-shared and team-quota still run every case end to end until they move into the shared cluster scenario;
-  the cases proposed to stay there: slurm's gres-count-not-a-number and team_quota's calendar.
+- the shared cluster (molecule/cluster-shared/tests/test_4_bad_input.py, Debian 12): slurm's gres-count-not-a-number
+  and team_quota's calendar.
 
 The last test shows why dcgm-unavailable and calendar stay end to end: offline, their preflight asks the node a
 question (apt, systemd-analyze) that only the node can answer.
@@ -282,14 +282,14 @@ def test_monitoring(tmp_path, name, role, instance, variables, expect):
         assert variables["monitoring_grafana_admin_password"] not in out          # the value is never shown
 
 
-# --- slurm (molecule/slurm-shared/tests/test_2_bad_input.py, Debian 12: slurm-deb12) ------------------------------
+# --- slurm (the shared cluster's bad input, Debian 12: cluster-deb12) -----------------------------------------------
 
 SLURM_WATCHED_CHANGES = {"slurm_conf_extra": {"MaxJobCount": 20000}, "slurm_cgroup_conf": {"ConstrainCores": False}}
-SLURM = {"c1": "deb12-slurm-c1", "c2": "deb12-slurm-c2", "ctl": "deb12-slurm-ctl"}
-# The hosts of the converge play (slurm_controller:slurm_database:slurm_compute:slurm_login): not the spare c3.
-SLURM_RUN = ["deb12-slurm-c1", "deb12-slurm-c2", "deb12-slurm-ctl", "deb12-slurm-db"]
-# The compute nodes' one probe before the checks: the health check program that prepare.yml installs.
-SLURM_ANSWERS = [{"module": "stat", "args": {"path": "/usr/local/sbin/scenario-health-check"},
+SLURM = {"c1": "deb12-cluster-gpu01", "c2": "deb12-cluster-gpu02", "ctl": "deb12-cluster-head"}
+# The hosts of the Slurm play (slurm_controller:slurm_database:slurm_compute:slurm_login): not the spare gpu03.
+SLURM_RUN = ["deb12-cluster-gpu01", "deb12-cluster-gpu02", "deb12-cluster-head"]
+# The compute nodes' one probe before the checks: the health check program (the health_check role's wrapper).
+SLURM_ANSWERS = [{"module": "stat", "args": {"path": "/usr/local/sbin/gpucluster-health-slurm"},
                   "result": {"stat": {"exists": True, "isreg": True, "executable": True, "mode": "0755"}}}]
 SLURM_CASES = [
     # name, host vars of a host, extra vars, strings the output must name (the molecule case's, then more)
@@ -310,10 +310,10 @@ SLURM_CASES = [
 
 
 def _run_slurm(tmp_path, _name, hostvars, extra, _expect):
-    """The slurm-deb12 scenario's inventory (five hosts, their groups, the shared group_vars), the case's host
+    """The cluster-deb12 scenario's inventory (four hosts, their groups, the shared group_vars), the case's host
     variables on their host (the molecule case adds them with an inventory file of their own: host variables either
     way), the converge play's hosts, as in the molecule case."""
-    inventory = molecule_inventory("slurm-deb12", {h: SLURM_ANSWERS for h in SLURM.values()})
+    inventory = molecule_inventory("cluster-deb12", {h: SLURM_ANSWERS for h in SLURM.values()})
     for host, variables in hostvars.items():
         inventory["all"]["hosts"][host.format(**SLURM)].update(variables)
     return run_roles(tmp_path, inventory, [("slurm_controller:slurm_database:slurm_compute:slurm_login", ["slurm"])],
@@ -324,18 +324,18 @@ def _run_slurm(tmp_path, _name, hostvars, extra, _expect):
 def test_slurm(tmp_path, name, hostvars, extra, expect):
     rc, out, calls = _run_slurm(tmp_path, name, hostvars, extra, expect)
     assert_refused_offline(name, rc, out, calls, ["slurm"], [text.format(**SLURM) for text in expect], SLURM_RUN)
-    assert "deb12-slurm-c3" not in recap(out)         # the spare node is not in the run
+    assert "deb12-cluster-gpu03" not in recap(out)         # the spare node is not in the run
 
 
-# --- team-quota (molecule/team-quota/tests/test_bad_input.py) ----------------------------------------------------
+# --- team-quota (the shared cluster's bad input, Debian 12: cluster-deb12) ------------------------------------------
 
-TEAM_QUOTA_HOSTS = {"deb12-team-quota": DEBIAN12_CONTAINER, "deb13-team-quota": DEBIAN13_CONTAINER}
-TEAM_QUOTA_VARS = _load("molecule", "team-quota", "molecule.yml")["provisioner"]["inventory"]["group_vars"]["all"]
+TEAM_QUOTA_HOST = "deb12-cluster-head"
+TEAM_QUOTA_VARS = _load("molecule", "cluster-shared", "group_vars", "all.yml")
 
 
 def _bad_teams():
     teams = copy.deepcopy(TEAM_QUOTA_VARS["team_quota_teams"])
-    teams["research"]["gpu_hours"] = "20000/montly"
+    teams["research"]["gpu_hours"] = "6000/montly"
     teams["research"]["members"] = ["alice", "carol"]          # carol in both teams, no default
     teams["development"]["max_concurrent"] = -8
     teams["development"]["priority"] = "urgent"
@@ -348,7 +348,7 @@ def _bad_teams():
 # systemd-analyze can parse.
 TEAM_QUOTA_CASES = [
     ("model", {"team_quota_teams": _bad_teams()}, [
-        "team_quota_teams.research.gpu_hours is '20000/montly': unknown period 'montly' (did you mean 'month'?)",
+        "team_quota_teams.research.gpu_hours is '6000/montly': unknown period 'montly' (did you mean 'month'?)",
         "team_quota_teams.development.max_concurrent is -8: a limit cannot be negative",
         "team_quota_teams.development.priority is 'urgent': unknown priority",
         "team_quota_teams.development.can_preempt: team development cannot preempt itself",
@@ -357,16 +357,16 @@ TEAM_QUOTA_CASES = [
 
 
 def _run_team_quota(tmp_path, _name, extra, _expect):
-    """Both hosts with nothing but their facts, the scenario's group_vars and the case's as extra vars."""
-    inventory = {"all": {"hosts": offline_hosts(TEAM_QUOTA_HOSTS)}}
-    return run_roles(tmp_path, inventory, [("all", ["team_quota"])], dict(TEAM_QUOTA_VARS, **extra))
+    """The cluster-deb12 inventory, the team_quota role on the controller as site.yml runs it, the case's
+    variables as extra vars."""
+    return run_roles(tmp_path, molecule_inventory("cluster-deb12"), [("slurm_controller", ["team_quota"])], extra)
 
 
 @pytest.mark.parametrize("name,extra,expect", TEAM_QUOTA_CASES, ids=[c[0] for c in TEAM_QUOTA_CASES])
 def test_team_quota(tmp_path, name, extra, expect):
     rc, out, calls = _run_team_quota(tmp_path, name, extra, expect)
-    hosts = sorted(TEAM_QUOTA_HOSTS)
-    assert_refused_offline(name, rc, out, calls, ["team_quota"], expect + ["host %s:" % h for h in hosts], hosts)
+    assert_refused_offline(name, rc, out, calls, ["team_quota"], expect + ["host %s:" % TEAM_QUOTA_HOST],
+                           [TEAM_QUOTA_HOST])
 
 
 # --- the cases that stay end to end ------------------------------------------------------------------------------
@@ -375,8 +375,8 @@ NEEDS_THE_NODE = [
     # (molecule case, inventory, play, extra vars, the question only the node can answer)
     ("monitoring dcgm-unavailable", lambda: molecule_inventory("monitoring"), [(GPU, ["dcgm"])],
      dict(MONITORING_CHANGES[GPU], dcgm_when_unavailable="fail"), "no canned answer for apt"),
-    ("team-quota calendar", lambda: {"all": {"hosts": offline_hosts(TEAM_QUOTA_HOSTS)}}, [("all", ["team_quota"])],
-     dict(TEAM_QUOTA_VARS, team_quota_reset_on_calendar={"month": "first of the month"}),
+    ("team-quota calendar", lambda: molecule_inventory("cluster-deb12"), [("slurm_controller", ["team_quota"])],
+     {"team_quota_reset_on_calendar": {"month": "first of the month"}},
      'no canned answer for command {"argv": ["systemd-analyze", "calendar"'),
 ]
 
