@@ -1,6 +1,7 @@
 """Adding a GPU node: the operator puts it into gpu_nodes and slurm_compute and runs site.yml limited to the new node
 and the controller. The node comes up idle with its GPUs and fabric place; no other node is touched or restarted.
-A later full run then brings the other nodes up to date: on Debian 12 (local configuration files) it rewrites their
+A later full run of the Slurm play (playbooks/slurm.yml: what the add changes on the other nodes is Slurm's) then
+brings the other nodes up to date: on Debian 12 (local configuration files) it rewrites their
 copies without restarting their slurmd (their node lines did not change); on Debian 13 (configless) it restarts
 only the slurmd whose cached copy is not the one slurmctld serves."""
 
@@ -54,7 +55,7 @@ def test_full_run_after_the_add_brings_every_node_up_to_date(scenario, ctl, tmp_
         _full_run_refreshes_stale_caches(scenario, ctl, tmp_path, new, nodes)
         return
     started = slurmd_started(scenario, nodes)
-    rc, out = scenario.converge(tmp_path, extra_inventory=_add_inventory(scenario, new))
+    rc, out = scenario.playbook(tmp_path, "slurm.yml", extra_inventory=_add_inventory(scenario, new))
     assert rc == 0, out
     counters = recap(out)
     assert counters[new]["changed"] == 0 and counters[scenario.controller]["changed"] == 0, counters
@@ -85,7 +86,7 @@ def _full_run_refreshes_stale_caches(scenario, ctl, tmp_path, new, nodes):
     assert new not in stale
     started = slurmd_started(scenario, nodes)
 
-    rc, out = scenario.converge(tmp_path, extra_inventory=_add_inventory(scenario, new))
+    rc, out = scenario.playbook(tmp_path, "slurm.yml", extra_inventory=_add_inventory(scenario, new))
     assert rc == 0, out
     counters = recap(out)
     assert counters[scenario.controller]["changed"] == 0, counters
