@@ -9,8 +9,10 @@ if [ ${#scenarios[@]} -eq 0 ]; then
     for f in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$f")")"); done
 fi
 jobs=${MOLECULE_JOBS:-2}
-export GPUCLUSTER_APT_CACHE=${GPUCLUSTER_APT_CACHE:-/var/cache/gpucluster-ops/apt}
-mkdir -p "$GPUCLUSTER_APT_CACHE" .cache/molecule-logs
+# Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
+# starts it, as anyone else it only checks) before a scenario's containers come up without it.
+scripts/ensure-apt-cache.sh || exit 1
+mkdir -p .cache/molecule-logs
 results=.cache/molecule-logs/results
 : >"$results"
 
