@@ -35,8 +35,9 @@ $(COLL_LINK):
 	mkdir -p $(dir $(COLL_LINK))
 	ln -sfn ../../../.. $(COLL_LINK)
 
-platform: ## Docker engine running and the Debian 12/13 systemd images built (root)
+platform: ## Docker engine and the machine's apt package cache running, Debian 12/13 systemd images built (root)
 	scripts/ensure-docker.sh
+	scripts/ensure-apt-cache.sh
 	scripts/build-images.sh
 
 yamllint: setup

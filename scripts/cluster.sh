@@ -19,7 +19,8 @@ case $release in
     *) echo "cluster: unknown release '$release' (deb12 or deb13)" >&2; exit 64 ;;
 esac
 scenario=cluster-$release
-export GPUCLUSTER_APT_CACHE=${GPUCLUSTER_APT_CACHE:-/var/cache/gpucluster-ops/apt}
+# Every container downloads through the machine's package cache (docs/apt-cache.md).
+scripts/ensure-apt-cache.sh
 
 case $action in
     up) molecule converge -s "$scenario" ;;

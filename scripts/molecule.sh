@@ -12,11 +12,13 @@ if [ ${#scenarios[@]} -eq 0 ]; then
     for f in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$f")")"); done
 fi
 jobs=${MOLECULE_JOBS:-2}
-export GPUCLUSTER_APT_CACHE=${GPUCLUSTER_APT_CACHE:-/var/cache/gpucluster-ops/apt}
+# Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
+# starts it, as anyone else it only checks) before a scenario's containers come up without it.
+scripts/ensure-apt-cache.sh || exit 1
 # Lines reach the log as they are written, so that their timestamps are right.
 export PYTHONUNBUFFERED=1
 logs=.cache/molecule-logs
-mkdir -p "$GPUCLUSTER_APT_CACHE" "$logs"
+mkdir -p "$logs"
 results=$logs/results
 : >"$results"
 # This run, for the report: when, where, how many at a time and which scenarios ("all" when none were named).
