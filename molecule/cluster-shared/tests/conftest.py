@@ -219,14 +219,26 @@ def ctl(scenario):
 
 @pytest.fixture(scope="module", autouse=True)
 def known_state(request, scenario, tmp_path_factory):
-    """Every module starts from the known state and leaves it (a module's own finalizers run before this one's)."""
+    """Every module starts from the known state and leaves it (a module's own finalizers run before this one's).
+    The last module of a run leaves the reset to the next run's first module: molecule destroys the cluster next, and
+    a kept cluster is reset before its next module anyway (putting the spare node back costs a Slurm play run)."""
     undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
     if undone:
         print("reset before %s undid: %s" % (request.module.__name__, ", ".join(undone)))
     yield
+    if request.node.nodeid == _last_module(request.session):
+        return
     undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
     if undone:
         print("reset after %s undid: %s" % (request.module.__name__, ", ".join(undone)))
+
+
+def _last_module(session):
+    """The node id of the module of the session's last test that is not skipped."""
+    for item in reversed(session.items):
+        if not item.get_closest_marker("skip"):
+            return item.parent.nodeid
+    return None
 
 
 def pytest_configure(config):
