@@ -22,6 +22,31 @@ PLAIN_OUTPUT = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
 
 COLLECTION_PREFIX = "gpucluster.ops."
 
+# The changes every bad-input case of a role family also asks for, which must not happen: one list for the
+# end-to-end cases in molecule and the offline ones in tests/unit/roles/test_bad_input_preflight.py.
+MUST_NOT_CHANGE = {
+    # node-baseline: a new package, kernel setting, hosts line and limit
+    "node_baseline": {
+        "node_baseline_extra_packages": ["sl"],
+        "node_baseline_sysctl": {"vm.overcommit_ratio": 60},
+        "node_baseline_hosts_extra": [{"address": "10.99.0.2", "names": ["never"]}],
+        "node_baseline_limits_nofile_soft": 4096,
+    },
+    # fabric-tuning
+    "infiniband": {"infiniband_extra_packages": ["sl"],
+                   "infiniband_ipoib_interfaces": [{"name": "ib0", "subnet": "10.20.0.0/24"},
+                                                   {"name": "ib7", "subnet": "10.27.0.0/24"}]},
+    "node_tuning": {"node_tuning_kernel_cmdline_extra": ["nosmt"], "node_tuning_sysctl_extra": {"vm.swappiness": 5},
+                    "node_tuning_oom_protected_services": ["ssh", "chrony"]},
+    # monitoring: the head node's roles, the GPU node's roles
+    "monitoring_head": {"monitoring_alert_gpu_power_limit_pct": 90, "monitoring_prometheus_retention": "30d",
+                        "monitoring_node_exporter_extra_args": ["--collector.systemd"]},
+    "monitoring_gpu": {"dcgm_exporter_collect_interval_ms": 10000, "dcgm_exporter_listen_address": "127.0.0.1",
+                       "dcgm_major_version": 3},
+    # the shared cluster's slurm: a new slurm.conf key, a cgroup.conf setting
+    "slurm": {"slurm_conf_extra": {"MaxJobCount": 20000}, "slurm_cgroup_conf": {"ConstrainCores": False}},
+}
+
 
 def task_names(path):
     """Names of the tasks of a task file, those in blocks and rescues, in the files it imports or includes, and in the

@@ -8,12 +8,12 @@ Debian 12 only: the checks are the role's, the same on both releases.
 
 import pytest
 
-from bad_input import assert_refused_before_change, snapshot
+from bad_input import MUST_NOT_CHANGE, assert_refused_before_change, snapshot
 
 WATCHED = ["/etc/slurm/slurm.conf", "/etc/slurm/gres.conf", "/etc/slurm/topology.conf", "/etc/slurm/cgroup.conf",
            "/etc/slurm/.staging/slurm.conf", "/etc/slurm/slurmdbd.conf", "/etc/munge/munge.key",
            "/var/lib/gpucluster-slurm/slurmd-node.conf", "/etc/default/slurmd"]
-CHANGES = {"slurm_conf_extra": {"MaxJobCount": 20000}, "slurm_cgroup_conf": {"ConstrainCores": False}}
+CHANGES = MUST_NOT_CHANGE["slurm"]
 CASES = [
     # name, extra inventory maker, extra vars, strings the output must name. One case end to end (a bad host
     # variable on one compute node stops every host of the run); the others, and more, are unit tests

@@ -14,7 +14,7 @@ import os
 import pytest
 import yaml
 
-from bad_input import assert_refused_before_change, docker_hosts, inventory_hosts, run_playbook, snapshot
+from bad_input import MUST_NOT_CHANGE, assert_refused_before_change, docker_hosts, inventory_hosts, run_playbook, snapshot
 
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WATCHED = [
@@ -25,12 +25,7 @@ WATCHED = [
     "/etc/chrony/sources.d/gpucluster.sources",
 ]
 # Every case also asks for changes that must not happen: a new package, kernel setting, hosts line and limit.
-CHANGES = {
-    "node_baseline_extra_packages": ["sl"],
-    "node_baseline_sysctl": {"vm.overcommit_ratio": 60},
-    "node_baseline_hosts_extra": [{"address": "10.99.0.2", "names": ["never"]}],
-    "node_baseline_limits_nofile_soft": 4096,
-}
+CHANGES = MUST_NOT_CHANGE["node_baseline"]
 GOOD = {"node_baseline_cluster_name": "molecule"}
 CASES = [
     ("above-nr-open", {"node_baseline_limits_nofile_hard": 2000000000}, {},

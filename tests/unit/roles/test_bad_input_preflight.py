@@ -35,7 +35,7 @@ import os
 import pytest
 import yaml
 
-from bad_input import recap
+from bad_input import MUST_NOT_CHANGE, recap
 from offline_preflight import (DEBIAN12_CONTAINER, DEBIAN13_CONTAINER, assert_refused_offline, molecule_inventory,
                                offline_hosts, run_offline, run_roles)
 
@@ -127,12 +127,7 @@ BASELINE_ANSWERS = [
     {"module": "command", "args": {"argv": ["sysctl", "-n", "vm.overcommit_ratio"]},
      "result": {"rc": 0, "stdout": "50", "stderr": "", "stdout_lines": ["50"], "cmd": ["sysctl"]}},
 ]
-BASELINE_CHANGES = {
-    "node_baseline_extra_packages": ["sl"],
-    "node_baseline_sysctl": {"vm.overcommit_ratio": 60},
-    "node_baseline_hosts_extra": [{"address": "10.99.0.2", "names": ["never"]}],
-    "node_baseline_limits_nofile_soft": 4096,
-}
+BASELINE_CHANGES = MUST_NOT_CHANGE["node_baseline"]
 BASELINE_GOOD = {"node_baseline_cluster_name": "molecule"}
 # (id, extra vars, host vars of both hosts, texts of the molecule case, and here also the host and the value)
 BASELINE_CASES = [
@@ -181,13 +176,7 @@ FABRIC_TARGET = "deb13-fabric-tuning"
 FABRIC_HOSTS = {"deb12-fabric-tuning": DEBIAN12_CONTAINER, FABRIC_TARGET: DEBIAN13_CONTAINER}
 FABRIC_GOOD = {"infiniband_ipoib_interfaces": [{"name": "ib0", "subnet": "10.20.0.0/24"}]}
 # Every case also asks for changes that must not happen.
-FABRIC_CHANGES = {
-    "infiniband": {"infiniband_extra_packages": ["sl"],
-                   "infiniband_ipoib_interfaces": [{"name": "ib0", "subnet": "10.20.0.0/24"},
-                                                   {"name": "ib7", "subnet": "10.27.0.0/24"}]},
-    "node_tuning": {"node_tuning_kernel_cmdline_extra": ["nosmt"], "node_tuning_sysctl_extra": {"vm.swappiness": 5},
-                    "node_tuning_oom_protected_services": ["ssh", "chrony"]},
-}
+FABRIC_CHANGES = {role: MUST_NOT_CHANGE[role] for role in ("infiniband", "node_tuning")}
 FABRIC_CASES = [
     ("datagram-mtu", "infiniband", {"infiniband_ipoib_interfaces": [
         {"name": "ib0", "subnet": "10.20.0.0/24", "mode": "datagram", "mtu": 65520}]}, {},
@@ -228,12 +217,7 @@ def test_fabric_tuning(tmp_path, name, role, extra, hostvars, expect):
 
 HEAD, GPU = "deb13-monitoring", "deb12-monitoring"
 # Changes that a run must not make when its input is bad.
-MONITORING_CHANGES = {
-    HEAD: {"monitoring_alert_gpu_power_limit_pct": 90, "monitoring_prometheus_retention": "30d",
-           "monitoring_node_exporter_extra_args": ["--collector.systemd"]},
-    GPU: {"dcgm_exporter_collect_interval_ms": 10000, "dcgm_exporter_listen_address": "127.0.0.1",
-          "dcgm_major_version": 3},
-}
+MONITORING_CHANGES = {HEAD: MUST_NOT_CHANGE["monitoring_head"], GPU: MUST_NOT_CHANGE["monitoring_gpu"]}
 # dcgm-unavailable (dcgm, dcgm_when_unavailable: fail) is not here: its verdict is what the node's apt offers.
 MONITORING_CASES = [
     # (id, role, host, variables, texts the error must hold)
@@ -284,7 +268,7 @@ def test_monitoring(tmp_path, name, role, instance, variables, expect):
 
 # --- slurm (the shared cluster's bad input, Debian 12: cluster-deb12) -----------------------------------------------
 
-SLURM_WATCHED_CHANGES = {"slurm_conf_extra": {"MaxJobCount": 20000}, "slurm_cgroup_conf": {"ConstrainCores": False}}
+SLURM_WATCHED_CHANGES = MUST_NOT_CHANGE["slurm"]
 SLURM = {"c1": "deb12-cluster-gpu01", "c2": "deb12-cluster-gpu02", "ctl": "deb12-cluster-head"}
 # The hosts of the Slurm play (slurm_controller:slurm_database:slurm_compute:slurm_login): not the spare gpu03.
 SLURM_RUN = ["deb12-cluster-gpu01", "deb12-cluster-gpu02", "deb12-cluster-head"]
