@@ -4,7 +4,7 @@ accounting, the health check slurmd runs; and the files and daemons behind it.""
 import json
 import re
 
-from conftest import node_records
+from conftest import health_report, node_records
 
 
 def _compute(scenario):
@@ -120,7 +120,7 @@ def test_health_check_program_is_run_by_slurmd(scenario, ctl):
     assert re.search(r"^HealthCheckInterval\s*=\s*%d sec$" % interval, config, re.M), config
     for host in _compute(scenario):
         node = scenario.host(host)
-        report = json.loads(node.check_output("cat /var/lib/gpucluster-health/slurm-last.json"))
+        report = health_report(scenario, host)
         assert report["status"] == "ok", (host, report)
         age = int(node.check_output("echo $(( $(date +%s) - $(stat -c %Y /var/lib/gpucluster-health/slurm-last.json) ))"))
         assert age <= 3 * interval, (host, age)

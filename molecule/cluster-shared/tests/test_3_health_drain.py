@@ -4,12 +4,11 @@ once healthy; a node an operator drained stays drained. The faults come from the
 real tools would show them. Debian 13 only: the wrapper and scontrol behave the same on both releases.
 """
 
-import json
 import time
 
 import pytest
 
-from conftest import node_records, set_faults
+from conftest import health_report, node_records, set_faults
 
 pytestmark = pytest.mark.release("debian13")
 
@@ -45,7 +44,7 @@ def test_a_faulty_node_is_drained_with_the_codes_as_reason(scenario, ctl, nodes)
     set_faults(scenario, faulty, FAULTS)
     record = _wait_for(ctl, faulty, lambda r: "DRAIN" in r["State"], 3 * _interval(scenario) + 30)
     assert "DRAIN" in record["State"], record
-    report = json.loads(scenario.host(faulty).check_output("cat /var/lib/gpucluster-health/slurm-last.json"))
+    report = health_report(scenario, faulty)
     assert report["status"] == "error", report
     codes = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
     assert codes, report
@@ -64,7 +63,7 @@ def test_the_node_is_resumed_once_healthy(scenario, ctl, nodes):
     set_faults(scenario, faulty, [])
     record = _wait_for(ctl, faulty, lambda r: r["State"] == "IDLE", 3 * _interval(scenario) + 30)
     assert record["State"] == "IDLE" and not record["Reason"], record
-    report = json.loads(scenario.host(faulty).check_output("cat /var/lib/gpucluster-health/slurm-last.json"))
+    report = health_report(scenario, faulty)
     assert report["status"] == "ok", report
 
 
