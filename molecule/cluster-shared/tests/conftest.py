@@ -134,17 +134,14 @@ def slurmd_started(scenario, hosts):
 HEALTH_REPORT = "/var/lib/gpucluster-health/slurm-last.json"
 
 
-def health_report(scenario, host, tries=10):
-    """The health check's report of slurmd's last run on a node. The wrapper writes it with a shell redirection
-    (truncate, then write), so a read during a run can see it empty or cut: read again, a few times, until it parses."""
-    node = scenario.host(host)
-    for _ in range(tries):
-        text = node.check_output("cat %s" % HEALTH_REPORT)
-        try:
-            return json.loads(text)
-        except ValueError:
-            time.sleep(0.5)
-    raise AssertionError("%s: %s did not parse in %d reads: %r" % (host, HEALTH_REPORT, tries, text[:200]))
+def health_report(scenario, host):
+    """The health check's report of slurmd's last run on a node. The wrapper writes it to a temporary file and renames
+    it, so one read sees a whole report even while a run is in progress: a report that does not parse is a defect."""
+    text = scenario.host(host).check_output("cat %s" % HEALTH_REPORT)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise AssertionError("%s: %s does not parse (%s): %r" % (host, HEALTH_REPORT, exc, text[:200])) from exc
 
 
 # -- simulated faults -------------------------------------------------------------------------------------------------
