@@ -93,8 +93,8 @@ def test_topology_and_nvlink_can_be_left_out_and_the_program_named():
 
 
 def test_failed_topology_and_nvlink_leave_their_facts_unknown():
-    result = run_module(gpu_facts, {}, run_command=healthy({("topo", "-m"): (1, "", "topo: error"),
-                                                               ("nvlink", "-s"): (124, "", "")}))
+    smi = healthy({("topo", "-m"): (1, "", "topo: error"), ("nvlink", "-s"): (124, "", "")})
+    result = run_module(gpu_facts, {}, run_command=smi)
     gpus = result["ansible_facts"]["gpucluster_gpus"]
     assert len(gpus) == 8 and all(g["cpu_affinity"] is None and g["nvlinks_active"] is None for g in gpus)
 
