@@ -823,8 +823,9 @@ def write_atomic(path, text):
     os.rename(tmp, path)
 
 
-def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_state=True):
-    """Collect (or replay) and evaluate. Returns (result, runner)."""
+def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_state=True, write_state=True):
+    """Collect (or replay) and evaluate. Returns (result, runner). ``write_state=False`` reads the saved counters
+    (``use_state``) but saves none: a note says what would have been saved (check mode)."""
     level = level or config.get("level") or "quick"
     if level not in checks.LEVELS:
         raise ValueError("level must be one of %s, not %r" % (", ".join(checks.LEVELS), level))
@@ -848,6 +849,8 @@ def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_st
     if use_state and state_file and not from_dir and level != "quick" and damaged:
         # a baseline is only replaced by a complete reading: the old one stays, with its own time
         result["notes"].append("counters not saved: %s failed or was read in part" % ", ".join(damaged))
+    elif use_state and state_file and not from_dir and level != "quick" and not write_state:
+        result["notes"].append("check mode: the counters would have been saved to %s" % state_file)
     elif use_state and state_file and not from_dir and level != "quick":
         try:
             save_state(state_file, snapshot)

@@ -168,6 +168,13 @@ def main():
     if rc != 0 and not inventory.get("errors"):
         inventory["errors"] = [{"kind": "other", "message": "%s -q -x: rc %d: %s" % (
             smi, rc, (err or out).strip().splitlines()[0] if (err or out).strip() else "no output")}]
+    if not inventory.get("gpus") and not inventory.get("errors"):
+        # rc 0 but nothing readable: never an empty node without a reason (a valid document with no GPU stays so)
+        if inventory.get("unreadable"):
+            inventory["errors"] = [{"kind": "unreadable", "message": "%s -q -x: %s" % (
+                smi, "; ".join(inventory["unreadable"]))}]
+        elif not out.strip():
+            inventory["errors"] = [{"kind": "unreadable", "message": "%s -q -x printed nothing" % smi}]
     topology = nvlink = None
     if inventory.get("gpus"):
         if module.params["topology"]:

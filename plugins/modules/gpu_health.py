@@ -188,7 +188,8 @@ def main():
 
     try:
         result, _runner = _health.run(config, level=params["level"], from_dir=params["from_dir"],
-                                      runner=_health.Runner(run_command), use_state=params["use_state"])
+                                      runner=_health.Runner(run_command), use_state=params["use_state"],
+                                      write_state=not module.check_mode)
     except (ValueError, IOError, OSError) as error:
         module.fail_json(msg="gpu_health: %s" % error)
     result["changed"] = False

@@ -125,6 +125,9 @@ def main():
         parsed, source = _ib.parse_ibstat(out), "ibstat"
         if rc != 0 and not parsed.get("errors"):
             parsed.setdefault("errors", []).append({"message": "ibstat: rc %d: %s" % (rc, err.strip())})
+        if not parsed.get("devices") and not parsed.get("errors") and parsed.get("unreadable"):
+            # output that is not ibstat's is no answer: never an empty node without a reason
+            parsed["errors"] = [{"message": "ibstat: %s" % "; ".join(parsed["unreadable"])}]
     module.exit_json(changed=False, ansible_facts=ib_facts(parsed, source),
                      unreadable=list(parsed.get("unreadable") or []))
 

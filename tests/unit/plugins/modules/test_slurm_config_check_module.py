@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpucluster.ops.plugins.modules import slurm_config_check
+from ansible_collections.gpucluster.ops.tests.unit.plugins.module_harness import run_module as harness_run
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SCRIPT = os.path.join(ROOT, "bin", "slurm-config-check")
@@ -24,71 +24,52 @@ def make(directory, slurm=GOOD, gres=GRES):
     return str(directory)
 
 
-class _Exit(Exception):
-    def __init__(self, result):
-        super().__init__(result)
-        self.result = result
+def run_module(args, run_command=None):
+    """Run main() with ``args``; return the result (``failed`` tells exit from fail)."""
+    return harness_run(slurm_config_check, args, run_command=run_command)
 
 
-def run_module(args, monkeypatch):
-    """Run main() with ``args``; return (failed, result)."""
-    def exit_json(_self, **result):
-        raise _Exit(dict(result, failed=False))
-
-    def fail_json(_self, msg, **result):
-        raise _Exit(dict(result, failed=True, msg=msg))
-
-    monkeypatch.setattr(slurm_config_check.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(slurm_config_check.AnsibleModule, "fail_json", fail_json)
-    with patch_module_args(args):
-        with pytest.raises(_Exit) as caught:
-            slurm_config_check.main()
-    return caught.value.result
-
-
-def test_module_clean(tmp_path, monkeypatch):
-    result = run_module({"path": make(tmp_path / "c"), "version": "24.11", "_ansible_check_mode": True}, monkeypatch)
+def test_module_clean(tmp_path):
+    result = run_module({"path": make(tmp_path / "c"), "version": "24.11", "_ansible_check_mode": True})
     assert result == {"changed": False, "failed": False, "problems": [], "errors": 0, "warnings_count": 0}
 
 
-def test_module_fails_with_the_problem_list(tmp_path, monkeypatch):
+def test_module_fails_with_the_problem_list(tmp_path):
     path = make(tmp_path / "c", slurm=GOOD + "SlurmdTimout=5\nSelectType=select/cons_tres\nSelectType=select/cons_tres\n")
-    result = run_module({"path": path}, monkeypatch)
+    result = run_module({"path": path})
     assert result["failed"] and result["errors"] == 1 and result["warnings_count"] == 1
     assert result["msg"].splitlines() == ["1 problem(s) in %s:" % path, "slurm.conf:6: SlurmdTimout: unknown key SlurmdTimout"]
     assert result["problems"][0] == {"file": "slurm.conf", "line": 6, "key": "SlurmdTimout",
                                      "message": "unknown key SlurmdTimout", "severity": "error"}
 
 
-def test_module_warnings(tmp_path, monkeypatch):
+def test_module_warnings(tmp_path):
     path = make(tmp_path / "c", slurm=GOOD + "KillWait=30\nKillWait=60\n")
-    assert run_module({"path": path}, monkeypatch)["failed"] is False
-    assert run_module({"path": path, "fail_on_warnings": True}, monkeypatch)["failed"] is True
+    assert run_module({"path": path})["failed"] is False
+    assert run_module({"path": path, "fail_on_warnings": True})["failed"] is True
 
 
-def test_module_required_tres_and_allowed_plugins(tmp_path, monkeypatch):
+def test_module_required_tres_and_allowed_plugins(tmp_path):
     path = make(tmp_path / "c", slurm=GOOD + "SwitchType=switch/hpe_slingshot\n")
-    result = run_module({"path": path, "required_tres": ["gres/gpu"], "allow_plugins": ["switch/hpe_slingshot"]}, monkeypatch)
+    result = run_module({"path": path, "required_tres": ["gres/gpu"], "allow_plugins": ["switch/hpe_slingshot"]})
     assert [p["key"] for p in result["problems"]] == ["AccountingStorageTRES"]
 
 
-def test_module_bad_version(tmp_path, monkeypatch):
-    result = run_module({"path": make(tmp_path / "c"), "version": "21.08"}, monkeypatch)
+def test_module_bad_version(tmp_path):
+    result = run_module({"path": make(tmp_path / "c"), "version": "21.08"})
     assert result["failed"] and "unsupported Slurm version '21.08'" in result["msg"]
 
 
-def test_module_scontrol_parse_reads_stderr(tmp_path, monkeypatch):
+def test_module_scontrol_parse_reads_stderr(tmp_path):
     """scontrol exits 0 on some errors: what it prints on stderr is a problem."""
     calls = []
 
-    def run_command(_self, args, environ_update=None, **_kwargs):
+    def run_command(args, environ_update=None, **_kwargs):
         calls.append((args, environ_update))
         return 0, "x\n", "scontrol: error: Invalid hostlist: gpu[05-01]\n"
 
-    monkeypatch.setattr(slurm_config_check.AnsibleModule, "get_bin_path", lambda _self, name, required=False: "/usr/bin/" + name)
-    monkeypatch.setattr(slurm_config_check.AnsibleModule, "run_command", run_command)
     path = make(tmp_path / "c")
-    result = run_module({"path": path, "scontrol_parse": True}, monkeypatch)
+    result = run_module({"path": path, "scontrol_parse": True}, run_command=run_command)
     assert result["failed"]
     assert result["problems"] == [{"file": "slurm.conf", "line": 0, "key": "scontrol", "severity": "error",
                                    "message": "error: Invalid hostlist: gpu[05-01]"}]

@@ -3,12 +3,12 @@
 import copy
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _sacctmgr
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import build
 from ansible_collections.gpucluster.ops.plugins.modules import slurm_account, slurm_qos
 from ansible_collections.gpucluster.ops.tests.unit.plugins.fake_sacctmgr import FakeSacctmgr
+from ansible_collections.gpucluster.ops.tests.unit.plugins.module_harness import run_module
 
 SEED = {
     "research": {"gpu_hours": "20000/month", "max_concurrent": 16, "priority": "high",
@@ -18,41 +18,25 @@ SEED = {
 }
 
 
-class _Exit(Exception):
-    def __init__(self, result):
-        super().__init__(result)
-        self.result = result
+_FAKE = {}
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    db = FakeSacctmgr()
-
-    def run_command(_self, argv, **kwargs):
-        assert kwargs.get("environ_update", {}).get("LC_ALL") == "C"
-        return db(argv)
-
-    def exit_json(_self, **result):
-        raise _Exit(dict(result, failed=False))
-
-    def fail_json(_self, msg, **result):
-        raise _Exit(dict(result, failed=True, msg=msg))
-
-    for module in (slurm_qos, slurm_account):
-        monkeypatch.setattr(module.AnsibleModule, "run_command", run_command)
-        monkeypatch.setattr(module.AnsibleModule, "exit_json", exit_json)
-        monkeypatch.setattr(module.AnsibleModule, "fail_json", fail_json)
-        monkeypatch.setattr(module.AnsibleModule, "get_bin_path", lambda _self, name, **_kw: "/usr/bin/" + name)
-    return db
+def fake():
+    """The fake accounting database that ``run`` sends this test's sacctmgr commands to."""
+    _FAKE["db"] = FakeSacctmgr()
+    yield _FAKE["db"]
+    _FAKE.clear()
 
 
 def run(module, args, check=False):
-    if check:
-        args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args):
-        with pytest.raises(_Exit) as caught:
-            module.main()
-    return caught.value.result
+    """main() of ``module`` with ``args`` against the ``fake`` fixture's sacctmgr; return the result."""
+    db = _FAKE["db"]
+
+    def run_command(argv, **kwargs):
+        assert kwargs.get("environ_update", {}).get("LC_ALL") == "C"
+        return db(argv)
+    return run_module(module, args, check=check, run_command=run_command)
 
 
 def seed_model(teams=None, **options):
@@ -265,6 +249,8 @@ def test_accounts_check_mode_before_the_qos_exist(fake):
     model = seed_model()
     result = run(slurm_account, {"accounts": model["slurm"]["accounts"], "users": model["slurm"]["users"]}, check=True)
     assert not result["failed"] and result["changed"] and fake.changes == []
+    assert "QOS research does not exist yet; in check mode it is assumed that an earlier task creates it" \
+        in result["warnings"]
     failed = run(slurm_account, {"accounts": model["slurm"]["accounts"], "users": model["slurm"]["users"]})
     assert failed["failed"] and "account research: QOS research does not exist" in failed["msg"]
 
