@@ -19,7 +19,7 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint sanity unit integration fast molecule cluster cluster-test cluster-down time-report time-table test \
+.PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast molecule cluster cluster-test cluster-down time-report time-table test \
 	test-clock lab lab-down build build-check lock clean
 
 help: ## List the targets
@@ -47,7 +47,17 @@ yamllint: setup
 ansible-lint: setup
 	ansible-lint --profile production
 
-lint: yamllint ansible-lint ## yamllint and ansible-lint (production profile)
+lint: yamllint ansible-lint docs-lint ## yamllint, ansible-lint (production profile), role READMEs, links, changelog fragments
+
+# The role READMEs' variable tables against the argument specs, the links of README.md, docs/ and the role READMEs
+# (nothing fetched), the changelog fragments.
+docs-lint: setup
+	scripts/role-readme.py --check
+	scripts/check-links.py
+	antsibull-changelog lint
+
+role-docs: setup ## Rewrite the role READMEs' variable tables from meta/argument_specs.yml
+	scripts/role-readme.py
 
 sanity: setup ## ansible-test sanity in a temporary ansible_collections/gpucluster/ops tree
 	scripts/sanity.sh
