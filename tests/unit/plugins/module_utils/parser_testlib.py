@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Shared helpers of the parser tests (nvidia-smi, NVLink, InfiniBand, kernel log, DCGM, NCCL).
 
-- ``fixture(area, name)``, ``fixture_names(area)``: our own captures under tests/unit/fixtures/<area>/.
+- ``fixture(area, name)``, ``fixture_names(area)``, ``samples(area)``: our own captures under
+  tests/unit/fixtures/<area>/.
 - ``REAL``/``PEER`` and ``realdata``: the public captures in ../shared/fixtures (``GPUCLUSTER_REAL_FIXTURES``), read
   in place and never copied; tests marked ``realdata`` skip when the folder is absent. ``real_files``,
   ``peer_files``, ``files_in`` list them, ``real_text`` reads one, ``capture_sections`` splits a multi-command capture.
@@ -25,7 +26,7 @@ FIXTURES = os.path.join(REPO, "tests", "unit", "fixtures")
 REAL = os.environ.get("GPUCLUSTER_REAL_FIXTURES") or os.path.join(REPO, "..", "shared", "fixtures", "real")
 PEER = os.path.join(os.path.dirname(os.path.abspath(REAL)), "peer-azurehpc")
 
-realdata = pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present at %s" % REAL)
+_WITHOUT_REAL = pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present at %s" % REAL)
 
 _SECTION_RE = re.compile(r"^#{20,}\n# (?P<title>[^\n]*)\n(?P<commands>(?:# \$ [^\n]*\n)*)#{20,}\n", re.MULTILINE)
 
@@ -44,6 +45,16 @@ def fixture(area, name):
 def fixture_names(area):
     """Names of our own captures of an area."""
     return sorted(os.listdir(os.path.join(FIXTURES, area)))
+
+
+def realdata(test):
+    """Marks a test ``realdata`` (``-m "not realdata"`` leaves it out) and skips it when the real captures are absent."""
+    return pytest.mark.realdata(_WITHOUT_REAL(test))
+
+
+def samples(area, *prefixes):
+    """Texts of our own captures of an area (those whose names start with one of ``prefixes`` when given)."""
+    return [fixture(area, name) for name in fixture_names(area) if not prefixes or name.startswith(prefixes)]
 
 
 def files_in(folder, pattern=None):

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvlink as nvlink
 import parser_testlib
-from parser_testlib import capture_sections, fixture_names, ids, peer_files, read_text, real_files, realdata
+from parser_testlib import capture_sections, ids, peer_files, read_text, real_files, realdata
 
 LINK_PARSERS = (nvlink.parse_nvlink_status, nvlink.parse_nvlink_errors)
 TOPO_KEYS = {"devices", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nic_names", "errors", "unreadable"}
@@ -185,12 +185,7 @@ def test_topo_errors_and_damage():
     assert odd["unreadable"] == ["topo: line 2: GPU0/GPU1 link type 'WEIRD' is not known"]
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The "never raises" property tests of the three parsers (random text, damaged samples): test_parsers_never_raise.py.
-# --------------------------------------------------------------------------------------------------------------------
-
-def samples():
-    return [fixture(name) for name in fixture_names("nvlink")]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -201,7 +196,6 @@ NVLINK_REAL = real_files("nvlink-topo", "nvlink") + peer_files("nvlink")
 TOPO_REAL = real_files("nvlink-topo", "topo")
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", NVLINK_REAL, ids=ids(NVLINK_REAL))
 def test_real_nvlink_status(path):
@@ -216,7 +210,6 @@ def test_real_nvlink_status(path):
         assert all(link["speed_gbps"] in (25.0, 26.562) for link in gpu["links"])
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", TOPO_REAL, ids=ids(TOPO_REAL))
 def test_real_topo(path):
@@ -231,7 +224,6 @@ def test_real_topo(path):
 OTHER_REAL = [p for p in real_files("nvlink-topo") if p not in NVLINK_REAL + TOPO_REAL]
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", OTHER_REAL, ids=ids(OTHER_REAL))
 def test_real_other_files_land_in_unreadable(path):
@@ -243,7 +235,6 @@ def test_real_other_files_land_in_unreadable(path):
     assert nvlink.parse_topo_matrix(text)["unreadable"]
 
 
-@pytest.mark.realdata
 @realdata
 def test_real_known_values():
     nv12 = nvlink.parse_topo_matrix(read_text(real_files("nvlink-topo", "nv12")[0]))
@@ -256,7 +247,6 @@ def test_real_known_values():
     assert inactive["errors"][0]["kind"] == "all_inactive" and inactive["errors"][0]["index"] == 6
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", real_files("captures"), ids=ids(real_files("captures")))
 def test_real_capture_sections(path):

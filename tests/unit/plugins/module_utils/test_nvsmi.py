@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvsmi as nvsmi
 import parser_testlib
-from parser_testlib import capture_sections, fixture_names, ids, peer_files, read_text, real_files, real_text, realdata
+from parser_testlib import capture_sections, ids, peer_files, read_text, real_files, real_text, realdata
 
 PARSERS = {"xml": nvsmi.parse_query_xml, "text": nvsmi.parse_query_text, "csv": nvsmi.parse_query_csv}
 FILES = {  # the same GPU state written in each format
@@ -571,12 +571,7 @@ def test_query_gpu_fields_are_documented_names():
     assert all(re.match(r"^[a-z_]+(\.[a-z_]+)*$", name) for name in nvsmi.QUERY_GPU_FIELDS)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # The "never raises" property tests of the three parsers (random text, damaged samples): test_parsers_never_raise.py.
-# --------------------------------------------------------------------------------------------------------------------
-
-def samples():
-    return [fixture(name) for name in fixture_names("nvsmi") if name.startswith(("h100", "a100", "v100"))]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -612,7 +607,6 @@ def assert_sane(result, source):
             assert value is None or value >= 0
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-xml"), ids=ids(real_files("nvidia-smi-xml")))
 def test_real_xml(path):
@@ -622,7 +616,6 @@ def test_real_xml(path):
     assert all(gpu["name"] and gpu["bus_id"] for gpu in result["gpus"])
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-q") + peer_files("nvsmi"),
                          ids=ids(real_files("nvidia-smi-q") + peer_files("nvsmi")))
@@ -630,14 +623,12 @@ def test_real_text(path):
     assert_sane(nvsmi.parse_query_text(read_text(path)), "text")
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-csv"), ids=ids(real_files("nvidia-smi-csv")))
 def test_real_csv(path):
     assert_sane(nvsmi.parse_query_csv(read_text(path)), "csv")
 
 
-@pytest.mark.realdata
 @realdata
 def test_real_known_values_xml():
     mig = nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "telegraf_a100-sxm4-80gb_mig_drv535.xml"))
@@ -655,7 +646,6 @@ def test_real_known_values_xml():
     assert v13["clock_event_reasons"]["gpu_idle"] is True and v13["temperature"]["tlimit_c"] == 49
 
 
-@pytest.mark.realdata
 @realdata
 def test_real_known_values_text():
     h100 = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpuexporter_h100-80gb-hbm3_load_q.txt"))["gpus"][0]
@@ -677,7 +667,6 @@ def test_real_known_values_text():
     assert len(hgx["gpus"]) == 8 and hgx["gpus"][0]["clock_event_reasons"]["hw_power_brake_slowdown"] is True
 
 
-@pytest.mark.realdata
 @realdata
 def test_real_known_values_csv():
     h100 = nvsmi.parse_query_csv(real_text("nvidia-smi-csv", "gpuexporter_h100-80gb-hbm3_load_query-gpu-all.csv"))["gpus"][0]
@@ -690,7 +679,6 @@ def test_real_known_values_csv():
 CAPTURE_PARSERS = (("-q -x", "xml"), ("--query-gpu=", "csv"), ("-q", "text"))
 
 
-@pytest.mark.realdata
 @realdata
 @pytest.mark.parametrize("path", real_files("captures"), ids=ids(real_files("captures")))
 def test_real_capture_sections(path):
