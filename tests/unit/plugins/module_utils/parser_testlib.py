@@ -1,17 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Shared helpers of the InfiniBand, kernel log, DCGM and NCCL parser tests.
+"""Shared helpers of the parser tests (nvidia-smi, NVLink, InfiniBand, kernel log, DCGM, NCCL).
 
-- ``fixture(area, name)``: one of our own captures under tests/unit/fixtures/<area>/.
+- ``fixture(area, name)``, ``fixture_names(area)``, ``samples(area)``: our own captures under
+  tests/unit/fixtures/<area>/.
 - ``REAL``/``PEER`` and ``realdata``: the public captures in ../shared/fixtures (``GPUCLUSTER_REAL_FIXTURES``), read
-  in place and never copied; tests marked ``realdata`` skip when the folder is absent.
-- ``garbage()``, ``truncated(samples)``: hypothesis strategies for the "never raises" property.
+  in place and never copied; tests marked ``realdata`` skip when the folder is absent. ``real_files``,
+  ``peer_files``, ``files_in`` list them, ``real_text`` reads one, ``capture_sections`` splits a multi-command capture.
+- ``garbage()``, ``truncated(samples)``, ``damaged_samples(samples)``: hypothesis strategies for the "never raises"
+  property (test_parsers_never_raise.py).
 - ``assert_shape(result, top, item_key, item_keys)``: the contract's keys are all there, lists are lists, no
   "internal error" note (a parser that caught its own exception still has a bug).
 """
 
 import os
+import re
 
 import pytest
 from hypothesis import strategies as st
@@ -22,7 +26,9 @@ FIXTURES = os.path.join(REPO, "tests", "unit", "fixtures")
 REAL = os.environ.get("GPUCLUSTER_REAL_FIXTURES") or os.path.join(REPO, "..", "shared", "fixtures", "real")
 PEER = os.path.join(os.path.dirname(os.path.abspath(REAL)), "peer-azurehpc")
 
-realdata = pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present at %s" % REAL)
+_WITHOUT_REAL = pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present at %s" % REAL)
+
+_SECTION_RE = re.compile(r"^#{20,}\n# (?P<title>[^\n]*)\n(?P<commands>(?:# \$ [^\n]*\n)*)#{20,}\n", re.MULTILINE)
 
 
 def read_text(path):
@@ -41,16 +47,63 @@ def fixture_names(area):
     return sorted(os.listdir(os.path.join(FIXTURES, area)))
 
 
-def files_in(folder):
-    """Paths of the plain files directly under ``folder`` (sorted; none when it is absent)."""
+def realdata(test):
+    """Marks a test ``realdata`` (``-m "not realdata"`` leaves it out) and skips it when the real captures are absent."""
+    return pytest.mark.realdata(_WITHOUT_REAL(test))
+
+
+def samples(area, *prefixes):
+    """Texts of our own captures of an area (those whose names start with one of ``prefixes`` when given)."""
+    return [fixture(area, name) for name in fixture_names(area) if not prefixes or name.startswith(prefixes)]
+
+
+def files_in(folder, pattern=None):
+    """Sorted paths of the plain files directly under ``folder`` (names matching ``pattern`` when given); [] when
+    the folder is absent."""
     if not os.path.isdir(folder):
         return []
-    return sorted(os.path.join(folder, name) for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name)))
+    names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
+    return [os.path.join(folder, n) for n in names if pattern is None or re.search(pattern, n)]
 
 
-def real(*parts):
+def real_files(subdir, pattern=None):
+    """Sorted paths of the real captures in ``REAL/subdir`` (names matching ``pattern`` when given)."""
+    return files_in(os.path.join(REAL, subdir), pattern)
+
+
+def peer_files(pattern):
+    """Sorted paths of the peer-azurehpc captures whose names match ``pattern``."""
+    return files_in(PEER, pattern)
+
+
+def real_text(*parts):
     """Text of one real capture."""
     return read_text(os.path.join(REAL, *parts))
+
+
+def capture_sections(text):
+    """``[(command, body)]`` of a multi-command capture file (``#####`` banner, ``# title``, ``# $ command``)."""
+    matches = list(_SECTION_RE.finditer(text))
+    sections = []
+    for number, match in enumerate(matches):
+        end = matches[number + 1].start() if number + 1 < len(matches) else len(text)
+        command = match.group("commands").strip()[len("# $ "):].strip()
+        sections.append((command, text[match.end():end]))
+    return sections
+
+
+def ids(paths):
+    """Test ids: the file names."""
+    return [os.path.basename(p) for p in paths]
+
+
+def damaged(data, cut, flips):
+    """``data`` (bytes) cut to the fraction ``cut`` of its length, then with ``(where, byte)`` flips applied."""
+    data = bytearray(data[:int(len(data) * cut)])
+    for where, byte in flips:
+        if data:
+            data[min(int(where * len(data)), len(data) - 1)] = byte
+    return bytes(data)
 
 
 def garbage():
@@ -74,6 +127,12 @@ def truncated(samples):
         text = "\n".join(lines)
         return text[:draw(st.integers(min_value=0, max_value=len(text)))]
     return build()
+
+
+def damaged_samples(samples):
+    """A sample as UTF-8 bytes, cut at a random fraction of its length and with up to 8 random bytes overwritten."""
+    return st.builds(damaged, st.sampled_from([text.encode("utf-8") for text in samples]), st.floats(0, 1),
+                     st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), max_size=8))
 
 
 def assert_shape(result, top, item_key=None, item_keys=()):

@@ -7,11 +7,10 @@ import json
 import os
 
 import pytest
-from hypothesis import given, settings
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._dcgm import parse_dcgmi_diag
 
-from parser_testlib import REAL, assert_shape, files_in, fixture, fixture_names, garbage, read_text, realdata, truncated
+from parser_testlib import REAL, assert_shape, files_in, fixture, read_text, realdata
 
 TOP = ("level", "results", "errors", "unreadable")
 RESULT_KEYS = ("test", "category", "status", "gpus", "message")
@@ -144,30 +143,13 @@ def test_crlf_and_markdown_quotes():
     assert len(parse(text)["results"]) == 9
 
 
-# ---------------------------------------------------------------- never raises
-
-
-def samples():
-    return [fixture("dcgm", name) for name in fixture_names("dcgm")]
-
-
-@settings(max_examples=150, deadline=None)
-@given(garbage())
-def test_never_raises_on_garbage(data):
-    parse(data)
-
-
-@settings(max_examples=150, deadline=None)
-@given(truncated(samples()))
-def test_never_raises_on_truncated_captures(text):
-    parse(text)
+# The "never raises" property tests (random input, truncated samples): test_parsers_never_raise.py.
 
 
 # ---------------------------------------------------------------- real captures
 
 
 @realdata
-@pytest.mark.realdata
 @pytest.mark.parametrize("path", files_in(os.path.join(REAL, "dcgm")), ids=os.path.basename)
 def test_real_dcgm_files_parse(path):
     result = parse(read_text(path))
@@ -176,7 +158,6 @@ def test_real_dcgm_files_parse(path):
 
 
 @realdata
-@pytest.mark.realdata
 def test_real_dcgm_known_values():
     failed = parse(read_text(os.path.join(REAL, "dcgm", "deepops_dcgmi-diag-r1_fail_dcgm2-era.txt")))
     assert failed["level"] == 1

@@ -6,11 +6,10 @@
 import os
 
 import pytest
-from hypothesis import given, settings
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._nccl import parse_all_reduce
 
-from parser_testlib import REAL, assert_shape, files_in, fixture, fixture_names, garbage, read_text, realdata, truncated
+from parser_testlib import REAL, assert_shape, files_in, fixture, read_text, realdata
 
 TOP = ("rows", "avg_busbw_gbps", "max_busbw_gbps", "errors", "unreadable")
 ROW_KEYS = ("size_bytes", "count", "type", "redop", "oop_time_us", "oop_algbw", "oop_busbw", "oop_wrong",
@@ -88,30 +87,13 @@ def test_empty_and_unrelated_text():
     assert parse("hello\n")["unreadable"] == ["no all_reduce_perf result rows found"]
 
 
-# ---------------------------------------------------------------- never raises
-
-
-def samples():
-    return [fixture("nccl", name) for name in fixture_names("nccl")]
-
-
-@settings(max_examples=150, deadline=None)
-@given(garbage())
-def test_never_raises_on_garbage(data):
-    parse(data)
-
-
-@settings(max_examples=150, deadline=None)
-@given(truncated(samples()))
-def test_never_raises_on_truncated_captures(text):
-    parse(text)
+# The "never raises" property tests (random input, truncated samples): test_parsers_never_raise.py.
 
 
 # ---------------------------------------------------------------- real captures
 
 
 @realdata
-@pytest.mark.realdata
 @pytest.mark.parametrize("path", files_in(os.path.join(REAL, "nccl-tests")), ids=os.path.basename)
 def test_real_nccl_files_parse(path):
     result = parse(read_text(path))
@@ -120,7 +102,6 @@ def test_real_nccl_files_parse(path):
 
 
 @realdata
-@pytest.mark.realdata
 @pytest.mark.parametrize("name, rows, avg, peak", [
     ("superbench_8xa100-sxm4-40gb_all_reduce_perf_old-format.log", 34, 68.4048, 235.26),
     ("a3mega_2x8xh100_all_reduce_perf.txt", 31, 70.742, 338.82),
@@ -136,7 +117,6 @@ def test_real_nccl_known_values(name, rows, avg, peak):
 
 
 @realdata
-@pytest.mark.realdata
 def test_real_nccl_quirks():
     superbench = parse(read_text(os.path.join(REAL, "nccl-tests", "superbench_8xa100-sxm4-40gb_all_reduce_perf_old-format.log")))
     assert [row["size_bytes"] for row in superbench["rows"][:2]] == [0, 0] and superbench["rows"][0]["oop_wrong"] is None

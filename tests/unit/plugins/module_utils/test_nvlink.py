@@ -3,23 +3,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tests of the nvidia-smi nvlink -s / nvlink -e / topo -m parsers against docs/health-model.md."""
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvlink as nvlink
-from parser_testing import capture_sections, damaged, ids, peer_files, read, real_files, requires_real
+import parser_testlib
+from parser_testlib import capture_sections, ids, peer_files, read_text, real_files, realdata
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvlink")
 LINK_PARSERS = (nvlink.parse_nvlink_status, nvlink.parse_nvlink_errors)
 TOPO_KEYS = {"devices", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nic_names", "errors", "unreadable"}
 
 
 def fixture(name):
     """Text of one of our own fixtures."""
-    return read(os.path.join(FIXTURES, name))
+    return parser_testlib.fixture("nvlink", name)
 
 
 def assert_links_contract(result):
@@ -189,29 +185,7 @@ def test_topo_errors_and_damage():
     assert odd["unreadable"] == ["topo: line 2: GPU0/GPU1 link type 'WEIRD' is not known"]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Property tests
-# --------------------------------------------------------------------------------------------------------------------
-
-OWN_FIXTURES = sorted(os.listdir(FIXTURES))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_random_text_never_raises(text):
-    for parse in LINK_PARSERS:
-        assert_links_contract(parse(text))
-    assert_topo_contract(nvlink.parse_topo_matrix(text))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(OWN_FIXTURES), st.floats(0, 1),
-       st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), max_size=8))
-def test_truncated_and_flipped_fixtures_never_raise(name, cut, flips):
-    data = damaged(fixture(name).encode("utf-8"), cut, flips)
-    for parse in LINK_PARSERS:
-        assert_links_contract(parse(data))
-    assert_topo_contract(nvlink.parse_topo_matrix(data))
+# The "never raises" property tests of the three parsers (random text, damaged samples): test_parsers_never_raise.py.
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -222,11 +196,10 @@ NVLINK_REAL = real_files("nvlink-topo", "nvlink") + peer_files("nvlink")
 TOPO_REAL = real_files("nvlink-topo", "topo")
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", NVLINK_REAL, ids=ids(NVLINK_REAL))
 def test_real_nvlink_status(path):
-    text = read(path)
+    text = read_text(path)
     result = nvlink.parse_nvlink_status(text)
     assert_links_contract(result)
     assert result["unreadable"] == []
@@ -237,11 +210,10 @@ def test_real_nvlink_status(path):
         assert all(link["speed_gbps"] in (25.0, 26.562) for link in gpu["links"])
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", TOPO_REAL, ids=ids(TOPO_REAL))
 def test_real_topo(path):
-    result = nvlink.parse_topo_matrix(read(path))
+    result = nvlink.parse_topo_matrix(read_text(path))
     assert_topo_contract(result)
     assert result["unreadable"] == [] and result["errors"] == []
     assert result["devices"] and set(result["matrix"]) == set(result["devices"])
@@ -252,11 +224,10 @@ def test_real_topo(path):
 OTHER_REAL = [p for p in real_files("nvlink-topo") if p not in NVLINK_REAL + TOPO_REAL]
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", OTHER_REAL, ids=ids(OTHER_REAL))
 def test_real_other_files_land_in_unreadable(path):
-    text = read(path)
+    text = read_text(path)
     for parse in LINK_PARSERS:
         result = parse(text)
         assert_links_contract(result)
@@ -264,25 +235,23 @@ def test_real_other_files_land_in_unreadable(path):
     assert nvlink.parse_topo_matrix(text)["unreadable"]
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 def test_real_known_values():
-    nv12 = nvlink.parse_topo_matrix(read(real_files("nvlink-topo", "nv12")[0]))
+    nv12 = nvlink.parse_topo_matrix(read_text(real_files("nvlink-topo", "nv12")[0]))
     assert nv12["matrix"]["GPU3"]["GPU7"] == "NV12" and nv12["cpu_affinity"]["GPU4"] == "24-47"
-    single = nvlink.parse_topo_matrix(read(real_files("nvlink-topo", "topo-m_single")[0]))
+    single = nvlink.parse_topo_matrix(read_text(real_files("nvlink-topo", "topo-m_single")[0]))
     assert single["gpu_numa_id"] == {"GPU0": None} and single["numa_affinity"] == {"GPU0": "0"}
-    a100 = nvlink.parse_nvlink_status(read(real_files("nvlink-topo", "8xa100")[0]))
+    a100 = nvlink.parse_nvlink_status(read_text(real_files("nvlink-topo", "8xa100")[0]))
     assert [len(g["links"]) for g in a100["gpus"]] == [12] * 8
-    inactive = nvlink.parse_nvlink_status(read(real_files("nvlink-topo", "all-inactive")[0]))
+    inactive = nvlink.parse_nvlink_status(read_text(real_files("nvlink-topo", "all-inactive")[0]))
     assert inactive["errors"][0]["kind"] == "all_inactive" and inactive["errors"][0]["index"] == 6
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", real_files("captures"), ids=ids(real_files("captures")))
 def test_real_capture_sections(path):
     seen = set()
-    for command, body in capture_sections(read(path)):
+    for command, body in capture_sections(read_text(path)):
         for parse in LINK_PARSERS:
             assert_links_contract(parse(body))  # any section: must not raise
         assert_topo_contract(nvlink.parse_topo_matrix(body))

@@ -3,18 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tests of the nvidia-smi parsers (-q -x, -q, --query-gpu CSV) against docs/health-model.md."""
 
-import os
 import re
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _nvsmi as nvsmi
-from parser_testing import capture_sections, damaged, ids, peer_files, read, real_files, requires_real
+import parser_testlib
+from parser_testlib import capture_sections, ids, peer_files, read_text, real_files, real_text, realdata
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvsmi")
 PARSERS = {"xml": nvsmi.parse_query_xml, "text": nvsmi.parse_query_text, "csv": nvsmi.parse_query_csv}
 FILES = {  # the same GPU state written in each format
     "h100x8": {"xml": "h100x8_v13.xml", "text": "h100x8_q.txt", "csv": "h100x8_query.csv"},
@@ -30,7 +27,7 @@ TREE_FORMATS = pytest.mark.parametrize("fmt", ["xml", "text"])
 
 def fixture(name):
     """Text of one of our own fixtures."""
-    return read(os.path.join(FIXTURES, name))
+    return parser_testlib.fixture("nvsmi", name)
 
 
 def parsed(state, fmt):
@@ -574,26 +571,12 @@ def test_query_gpu_fields_are_documented_names():
     assert all(re.match(r"^[a-z_]+(\.[a-z_]+)*$", name) for name in nvsmi.QUERY_GPU_FIELDS)
 
 
+# The "never raises" property tests of the three parsers (random text, damaged samples): test_parsers_never_raise.py.
+
+
 # --------------------------------------------------------------------------------------------------------------------
-# Property tests and speed
+# Speed
 # --------------------------------------------------------------------------------------------------------------------
-
-OWN_FIXTURES = sorted(n for n in os.listdir(FIXTURES) if n.startswith(("h100", "a100", "v100")))
-PARSER_OF = {".xml": "xml", ".txt": "text", ".csv": "csv"}
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(), st.sampled_from(["xml", "text", "csv"]))
-def test_random_text_never_raises(text, fmt):
-    assert_contract(PARSERS[fmt](text), fmt)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(OWN_FIXTURES), st.floats(0, 1), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)),
-                                                                max_size=8), st.sampled_from(["xml", "text", "csv"]))
-def test_truncated_and_flipped_fixtures_never_raise(name, cut, flips, fmt):
-    assert_contract(PARSERS[fmt](damaged(read(os.path.join(FIXTURES, name)).encode("utf-8"), cut, flips)), fmt)
-
 
 def test_parsing_speed():
     timings = {}
@@ -624,94 +607,83 @@ def assert_sane(result, source):
             assert value is None or value >= 0
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-xml"), ids=ids(real_files("nvidia-smi-xml")))
 def test_real_xml(path):
-    result = nvsmi.parse_query_xml(read(path))
+    result = nvsmi.parse_query_xml(read_text(path))
     assert_sane(result, "xml")
     assert result["gpus"] and result["unreadable"] == [] and result["errors"] == []
     assert all(gpu["name"] and gpu["bus_id"] for gpu in result["gpus"])
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-q") + peer_files("nvsmi"),
                          ids=ids(real_files("nvidia-smi-q") + peer_files("nvsmi")))
 def test_real_text(path):
-    assert_sane(nvsmi.parse_query_text(read(path)), "text")
+    assert_sane(nvsmi.parse_query_text(read_text(path)), "text")
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", real_files("nvidia-smi-csv"), ids=ids(real_files("nvidia-smi-csv")))
 def test_real_csv(path):
-    assert_sane(nvsmi.parse_query_csv(read(path)), "csv")
+    assert_sane(nvsmi.parse_query_csv(read_text(path)), "csv")
 
 
-def _real(subdir, name):
-    return read(os.path.join(os.path.dirname(real_files(subdir)[0]), name))
-
-
-@pytest.mark.realdata
-@requires_real
+@realdata
 def test_real_known_values_xml():
-    mig = nvsmi.parse_query_xml(_real("nvidia-smi-xml", "telegraf_a100-sxm4-80gb_mig_drv535.xml"))
+    mig = nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "telegraf_a100-sxm4-80gb_mig_drv535.xml"))
     assert mig["attached_gpus"] == 4 and len(mig["gpus"]) == 1
     assert [(d["gpu_instance_id"], d["memory_total_mib"]) for d in mig["gpus"][0]["mig_devices"]] == [
         (3, 19968), (4, 19968), (5, 19968), (6, 19968)]
-    assert len(nvsmi.parse_query_xml(_real("nvidia-smi-xml", "netdata_a100-sxm4-40gb_mig_drv510.xml"))["gpus"][0]["mig_devices"]) == 2
-    dgx2 = nvsmi.parse_query_xml(_real("nvidia-smi-xml", "openpai_v100-sxm3-32gb_dgx2_retired-pages_drv410.xml"))
+    assert len(nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "netdata_a100-sxm4-40gb_mig_drv510.xml"))["gpus"][0]["mig_devices"]) == 2
+    dgx2 = nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "openpai_v100-sxm3-32gb_dgx2_retired-pages_drv410.xml"))
     assert dgx2["gpus"][0]["retired_pages"] == {"single_bit": 0, "double_bit": 2, "pending": True}
     assert dgx2["attached_gpus"] == 16
-    k80 = nvsmi.parse_query_xml(_real("nvidia-smi-xml", "openpai_4xtesla-k80_retired-pages_drv430.xml"))
+    k80 = nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "openpai_4xtesla-k80_retired-pages_drv430.xml"))
     assert [g["minor_number"] for g in k80["gpus"]] == [1, 2, 3, 0]
     assert [g["bus_id"] for g in k80["gpus"]] == sorted(g["bus_id"] for g in k80["gpus"])
-    v13 = nvsmi.parse_query_xml(_real("nvidia-smi-xml", "telegraf_rtx-4000-sff-ada_v13_drv595.xml"))["gpus"][0]
+    v13 = nvsmi.parse_query_xml(real_text("nvidia-smi-xml", "telegraf_rtx-4000-sff-ada_v13_drv595.xml"))["gpus"][0]
     assert v13["clock_event_reasons"]["gpu_idle"] is True and v13["temperature"]["tlimit_c"] == 49
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 def test_real_known_values_text():
-    h100 = nvsmi.parse_query_text(_real("nvidia-smi-q", "gpuexporter_h100-80gb-hbm3_load_q.txt"))["gpus"][0]
+    h100 = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpuexporter_h100-80gb-hbm3_load_q.txt"))["gpus"][0]
     assert h100["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
     assert h100["fabric"] == {"state": "Completed", "status": "Success"}
-    excerpt = nvsmi.parse_query_text(_real("nvidia-smi-q", "mleng_a100-sxm4-80gb_q_remapped-rows-pending_excerpt.txt"))
+    excerpt = nvsmi.parse_query_text(real_text("nvidia-smi-q", "mleng_a100-sxm4-80gb_q_remapped-rows-pending_excerpt.txt"))
     gpu = excerpt["gpus"][0]
     assert gpu["ecc_errors"]["volatile"]["correctable"] == 177
     assert gpu["remapped_rows"] == {"correctable": 1, "uncorrectable": 0, "pending": True, "failure": False}
     assert sum("elision" in note for note in excerpt["unreadable"]) == 2
-    truncated = nvsmi.parse_query_text(_real("nvidia-smi-q", "gpud_h100_drv535.183.01_q_truncated-invalid.txt"))
+    truncated = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpud_h100_drv535.183.01_q_truncated-invalid.txt"))
     assert truncated["attached_gpus"] == 8 and len(truncated["gpus"]) == 1
     assert "missing: FB Memory Usage" in truncated["unreadable"][0] and "ECC Errors" in truncated["unreadable"][0]
-    handle = nvsmi.parse_query_text(_real("nvidia-smi-q", "gpud_nvidia-smi_unable-to-determine-device-handle_quoted.txt"))
+    handle = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpud_nvidia-smi_unable-to-determine-device-handle_quoted.txt"))
     assert handle["errors"][0]["bus_id"] == "00000000:91:00.0"
-    h200 = nvsmi.parse_query_text(_real("nvidia-smi-q", "gpuexporter_h200-mig_load_q.txt"))["gpus"][0]
+    h200 = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpuexporter_h200-mig_load_q.txt"))["gpus"][0]
     assert [d["gpu_instance_id"] for d in h200["mig_devices"]] == [2, 2, 3, 9, 10]
-    hgx = nvsmi.parse_query_text(_real("nvidia-smi-q", "gpud_8xh100-80gb-hbm3_drv535.161.08_q.txt"))
+    hgx = nvsmi.parse_query_text(real_text("nvidia-smi-q", "gpud_8xh100-80gb-hbm3_drv535.161.08_q.txt"))
     assert len(hgx["gpus"]) == 8 and hgx["gpus"][0]["clock_event_reasons"]["hw_power_brake_slowdown"] is True
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 def test_real_known_values_csv():
-    h100 = nvsmi.parse_query_csv(_real("nvidia-smi-csv", "gpuexporter_h100-80gb-hbm3_load_query-gpu-all.csv"))["gpus"][0]
+    h100 = nvsmi.parse_query_csv(real_text("nvidia-smi-csv", "gpuexporter_h100-80gb-hbm3_load_query-gpu-all.csv"))["gpus"][0]
     assert h100["remapped_rows"]["pending"] is False and h100["fabric"]["state"] == "Completed"
     assert h100["power"]["draw_w"] == 631.95 and h100["temperature"]["tlimit_c"] == 26
-    mig = nvsmi.parse_query_csv(_real("nvidia-smi-csv", "gpuexporter_h100-mig_load_query-gpu-all.csv"))["gpus"][0]
+    mig = nvsmi.parse_query_csv(real_text("nvidia-smi-csv", "gpuexporter_h100-mig_load_query-gpu-all.csv"))["gpus"][0]
     assert mig["mig_mode"]["current"] is True
 
 
 CAPTURE_PARSERS = (("-q -x", "xml"), ("--query-gpu=", "csv"), ("-q", "text"))
 
 
-@pytest.mark.realdata
-@requires_real
+@realdata
 @pytest.mark.parametrize("path", real_files("captures"), ids=ids(real_files("captures")))
 def test_real_capture_sections(path):
     parsed_sections = 0
-    for command, body in capture_sections(read(path)):
+    for command, body in capture_sections(read_text(path)):
         nvsmi.parse_query_text(body)  # every section, whatever it is: must not raise
         for flag, fmt in CAPTURE_PARSERS:
             if command.startswith("nvidia-smi ") and command.split(" ", 1)[1].startswith(flag):
