@@ -86,6 +86,20 @@ def resolve_cluster(sacct, cluster):
     return known[0]
 
 
+def differences(have, want, fields):
+    """``{field: (have's value, wanted value)}`` for the ``fields`` that ``want`` manages (not None) and that differ;
+    ``have`` None is an object that does not exist yet."""
+    diff = {}
+    for field in fields:
+        value = want.get(field)
+        if value is None:
+            continue
+        current = have.get(field) if have else None
+        if current != value:
+            diff[field] = (current, value)
+    return diff
+
+
 def jsonable(diff):
     """``{field: (have, want)}`` as the JSON the modules return: ``{field: [have, want]}``."""
     return dict((k, [v[0], v[1]]) for k, v in diff.items())

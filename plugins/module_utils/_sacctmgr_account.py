@@ -8,7 +8,7 @@ Standard library only; the runner and its rules are in ``_sacctmgr``, the values
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import jsonable
+from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import differences, jsonable
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
     PARTITION_RE, USER_RE, SpecError, check_name, check_name_list, check_text)
 
@@ -115,15 +115,7 @@ def read_accounts(sacct, cluster):
 
 
 def _account_differences(have, want):
-    diff = {}
-    for field in ACCOUNT_FIELDS:
-        value = want.get(field)
-        if value is None:
-            continue
-        current = have.get(field) if have else None
-        if current != value:
-            diff[field] = (current, value)
-    return diff
+    return differences(have, want, ACCOUNT_FIELDS)
 
 
 def _account_assignments(diff):

@@ -8,7 +8,7 @@ Standard library only; the runner and its rules are in ``_sacctmgr``, the values
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import SacctmgrError, jsonable
+from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import SacctmgrError, differences, jsonable
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
     PRIORITY_MAX, SlurmOutputError, SpecError, check_int, check_name, check_name_list, check_text, check_tres,
     format_time, format_tres, parse_duration, parse_time, parse_tres)
@@ -95,15 +95,7 @@ def read_qos(sacct):
 
 def _qos_differences(current, wanted):
     """{field: (current value, wanted value)} for the fields that ``wanted`` manages and that differ."""
-    diff = {}
-    for field in QOS_FIELDS:
-        want = wanted.get(field)
-        if want is None:
-            continue
-        have = current.get(field) if current else None
-        if have != want:
-            diff[field] = (have, want)
-    return diff
+    return differences(current, wanted, QOS_FIELDS)
 
 
 def _qos_assignments(diff, adding=False):
