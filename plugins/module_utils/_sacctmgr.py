@@ -25,7 +25,6 @@ class SacctmgrError(Exception):
     """sacctmgr could not be read, refused a command, or stored something other than what was asked."""
 
 
-
 class Sacctmgr(object):
     """Runs sacctmgr; every read is ``-n -P show``, every change ``-i``."""
 

@@ -17,7 +17,6 @@ __metaclass__ = type
 ACCOUNT_FIELDS = ("description", "organization", "parent", "qos", "default_qos")
 
 
-
 def check_account_spec(spec, index=0):
     if not isinstance(spec, dict):
         raise SpecError("accounts[%d] is %r: give a mapping with at least a name" % (index, spec))

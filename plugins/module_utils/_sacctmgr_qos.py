@@ -38,9 +38,9 @@ def check_qos_spec(spec, index=0):
     out = {"name": name, "state": state}
     # sacctmgr stores descriptions in lower case, whatever the quoting (seen on 22.05 and 24.11).
     out["description"] = None if spec.get("description") is None else check_text(spec["description"],
-                                                                            where + ": description").lower()
+                                                                                 where + ": description").lower()
     out["priority"] = None if spec.get("priority") is None else check_int(spec["priority"], where + ": priority",
-                                                                     maximum=PRIORITY_MAX)
+                                                                          maximum=PRIORITY_MAX)
     flags = spec.get("flags")
     if flags is not None:
         if isinstance(flags, str):
@@ -213,7 +213,6 @@ def _managed_view(have, want):
     return view
 
 
-
 def verify_qos(current, wanted, deleted):
     """Problems where Slurm's state (read after the changes) differs from what was wanted."""
     problems = []
@@ -232,4 +231,3 @@ def verify_qos(current, wanted, deleted):
         if name in current:
             problems.append("qos %s: still exists after the delete" % name)
     return problems
-

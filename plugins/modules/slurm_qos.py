@@ -67,7 +67,7 @@ options:
         description:
           - C(PreemptExemptTime), the minimum run time before a job of this QOS may be preempted.
           - Units (C(45s), C(30m), C(1h30m)) or a Slurm time (C(00:30:00)); 0 clears it (the global
-            C(PreemptExemptTime) then applies). A bare number (C(90), C("90")) is refused: sacctmgr would read minutes.
+            C(PreemptExemptTime) then applies). A bare number (C(90), C("90")) is refused, as sacctmgr would read minutes.
         type: raw
   prune:
     description:

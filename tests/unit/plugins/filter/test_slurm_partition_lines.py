@@ -30,7 +30,8 @@ def test_nodes_hostlist_and_slurm_node_name():
                                                               "PartitionName=q Nodes=x[1-2]"]
 
 
-@pytest.mark.parametrize("value", ["UNLIMITED", "infinite", 0, "90m", "90:00", "1:30:00", "2-12", "2-12:30", "2-12:30:15"])
+@pytest.mark.parametrize("value", ["UNLIMITED", "infinite", 0, "90m", "90:00", "1:30:00", "2-12", "2-12:30",
+                                   "2-12:30:15"])
 def test_time_formats(value):
     assert slurm_partition_lines([{"name": "p", "nodes": "n1", "max_time": value}], {})
 

@@ -32,8 +32,8 @@ def test_time_format():
 
 
 def test_slurm_syntax_as_slurm_reads_it():
-    assert all(values.is_slurm_time(t) for t in ("90", "90:00", "1:30:00", "2-12", "2-12:30:15", "unlimited",
-                                                  "INFINITE"))
+    slurm_times = ("90", "90:00", "1:30:00", "2-12", "2-12:30:15", "unlimited", "INFINITE")
+    assert all(values.is_slurm_time(t) for t in slurm_times)
     assert not any(values.is_slurm_time(t) for t in ("2days", "1:2:3:4", "1.5", "1-2-3", "30m", ""))
 
 
@@ -54,7 +54,8 @@ def test_duration(text, seconds):
     ("90", "x is '90': a number in a string is a bare number, and a bare number is ambiguous"),
     (" 90 ", "write '90m', '90s'"),
     (90, "bare number is ambiguous"), (172800, "bare number is ambiguous"),
-    ("-5m", "cannot be negative"), (-1, "x is -1, which is not a Slurm time or a duration: a duration cannot be negative"),
+    ("-5m", "cannot be negative"),
+    (-1, "x is -1, which is not a Slurm time or a duration: a duration cannot be negative"),
     ("soon", "write a duration"), ("later", "write a duration"), ([1], "write a duration"), (True, "write a duration"),
     (1.5, "write a duration"), ("1:75:00", "0 to 59"), ("1:99:00", "0 to 59"), ("1-2:60", "0 to 59"),
 ])
