@@ -16,8 +16,10 @@ description:
     C(allow_qos) (lists), C(priority_tier) (int), C(oversubscribe) (EXCLUSIVE, NO, YES[:n], FORCE[:n]),
     C(preempt_mode) (OFF, CANCEL, GANG, REQUEUE, SUSPEND, comma-joined), C(state) (UP, DOWN, DRAIN, INACTIVE),
     C(exclusive_nodes) (bool, not written) and C(extra) (other PartitionName keys of Slurm, as Key: value)."
-  - "Slurm times are C(minutes), C(minutes:seconds), C(hours:minutes:seconds), C(days-hours), C(days-hours:minutes),
-    C(days-hours:minutes:seconds), C(UNLIMITED) or C(INFINITE); an integer is minutes."
+  - "Times are Slurm times with C(:) or C(-) (C(minutes:seconds), C(hours:minutes:seconds), C(days-hours),
+    C(days-hours:minutes), C(days-hours:minutes:seconds)), written as given; units (C(30m), C(2h), C(1d), C(1h30m)),
+    written as whole minutes; C(UNLIMITED) or C(INFINITE); or C(0). A bare number (C(30) or C(\"30\")) is refused:
+    Slurm reads minutes, a person may mean seconds."
   - Node names of group members follow the host variable C(slurm_node_name) when O(hostvars) is given, else the
     inventory name up to the first dot, as in P(gpucluster.ops.slurm_node_lines#filter).
   - Fails, naming the partition and the value, on an undefined group, an empty node set, two default partitions,
@@ -45,7 +47,7 @@ EXAMPLES = r"""
   vars:
     slurm_partitions:
       - {name: gpu, groups: [slurm_gpu], default: true, max_time: "2-00:00:00"}
-      - {name: debug, nodes: "gpu[001-002]", max_time: 30, priority_tier: 10}
+      - {name: debug, nodes: "gpu[001-002]", max_time: 30m, priority_tier: 10}
 """
 
 RETURN = r"""

@@ -16,8 +16,8 @@ description:
     not have).
   - "Each team is a mapping with the keys C(description), C(gpu_hours) (C(<hours>/month), C(/week) or C(/day)),
     C(max_concurrent) (GPUs at once), C(priority) (a level name such as C(high) or a number), C(can_preempt) and
-    C(preemptible_by) (team names), C(min_runtime_before_preemption) (C(30m), C(2h), C(00:30:00); a bare number is
-    refused because Slurm reads it as minutes), C(preempt_mode) (C(requeue) or C(cancel)), C(members) (user names,
+    C(preemptible_by) (team names), C(min_runtime_before_preemption) (C(30m), C(2h), C(00:30:00); a bare number but
+    C(0) is refused because Slurm reads it as minutes), C(preempt_mode) (C(requeue) or C(cancel)), C(members) (user names,
     or C({name, default}) for a user in several teams), C(gpu_types), C(partitions) and C(kubernetes_namespace)."
   - "Returns a dictionary: C(teams) (normalised, sorted by name), C(users), C(slurm) (C(qos), C(accounts), C(users)
     in the form the P(gpucluster.ops.slurm_qos#module) and P(gpucluster.ops.slurm_account#module) modules take),

@@ -28,6 +28,7 @@ import re
 from ansible_collections.gpucluster.ops.plugins.module_utils import _hostlist
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_keys as keys
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_conf_parse import ConfigReader, problem
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SLURM_TIME_RE
 
 __metaclass__ = type
 
@@ -36,7 +37,7 @@ FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")
 _BOOLEANS = ("yes", "no", "true", "false", "1", "0", "up", "down")
 _INFINITE = ("infinite", "unlimited")
 _NUMBER = re.compile(r"^\+?[0-9]+$")
-_TIME = re.compile(r"^(?:[0-9]+(?::[0-9]+){0,2}|[0-9]+-[0-9]+(?::[0-9]+){0,2})$")
+_TIME = SLURM_TIME_RE                  # Slurm's own syntax: a bare number is minutes here
 _COUNT = re.compile(r"^([0-9]+)([KMGTP]?)$", re.IGNORECASE)
 _CORES = re.compile(r"^[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*$")
 _TRES_GRES = re.compile(r"(gres/[A-Za-z0-9_.:-]+)\s*=", re.IGNORECASE)

@@ -18,12 +18,12 @@ import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _hostlist
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_keys import SLURM_CONF
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SpecError, time_limit
 
 __metaclass__ = type
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 GRES_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-TIME_RE = re.compile(r"^(?:[0-9]+(?::[0-9]+){0,2}|[0-9]+-[0-9]+(?::[0-9]+){0,2})$")
 _MODEL_TOKEN = re.compile(r"^[a-z]{1,3}[0-9]{1,4}[a-z]{0,2}$")
 _MEMORY_IN_NAME = re.compile(r"([0-9]+)\s*GB", re.IGNORECASE)
 _CPU_LIST = re.compile(r"^[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*$")
@@ -74,20 +74,11 @@ def _name_list(host, variable, value):
 
 
 def slurm_time(value, where):
-    """Return a Slurm time string (minutes, [days-]hours:minutes:seconds, UNLIMITED); ``where`` names the setting."""
-    if isinstance(value, bool):
-        raise SlurmRenderError("%s is %r, which is not a Slurm time" % (where, value))
-    if isinstance(value, int):
-        if value < 0:
-            raise SlurmRenderError("%s is %r, which is not a Slurm time" % (where, value))
-        return str(value)
-    text = str(value).strip()
-    if text.upper() in ("UNLIMITED", "INFINITE"):
-        return text.upper()
-    if not TIME_RE.match(text):
-        raise SlurmRenderError("%s is %r, which is not a Slurm time (minutes, minutes:seconds, hours:minutes:seconds, "
-                               "days-hours, days-hours:minutes, days-hours:minutes:seconds, UNLIMITED or INFINITE)" % (where, value))
-    return text
+    """A partition time limit as slurm.conf takes it (``_slurm_values.time_limit``: a bare number is refused)."""
+    try:
+        return time_limit(value, where)
+    except SpecError as exc:
+        raise SlurmRenderError(str(exc))
 
 
 def _hostvars_of(hostvars, host):

@@ -7,12 +7,16 @@ Standard library only. ``build()`` validates the whole model, collects every pro
 and the value) and raises one ``TeamQuotaError`` listing them all, so that an operator fixes a file in one pass. The
 filter ``gpucluster.ops.team_quotas`` wraps it. What Slurm did with these objects is recorded in the molecule scenario
 ``team-quota`` and in ../shared/docs/slurm-facts.md (sacctmgr 22.05 and 24.11).
+Durations (``min_runtime_before_preemption``) follow ``_slurm_values.parse_duration``: a bare number is refused.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import difflib
 import re
+
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
+    PRIORITY_MAX, TEXT_RE, format_time, parse_duration)
 
 __metaclass__ = type
 
@@ -22,7 +26,6 @@ RESET_PERIODS = {"month": "MONTHLY", "week": "WEEKLY", "day": "DAILY"}
 DEFAULT_PRIORITIES = {"low": 100, "medium": 500, "high": 1000}
 PREEMPT_MODES = ("requeue", "cancel")
 RESET_METHODS = ("timer", "decay")
-PRIORITY_MAX = 4294967294            # Slurm's QOS priority is a uint32; 0xffffffff means "unset"
 TEAM_KEYS = ("description", "gpu_hours", "max_concurrent", "priority", "preemptible_by", "can_preempt",
              "min_runtime_before_preemption", "preempt_mode", "members", "gpu_types", "partitions",
              "kubernetes_namespace")
@@ -37,10 +40,8 @@ USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 GPU_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DESCRIPTION_RE = re.compile(r"^[^|'\"\n\r\\]{0,200}$")
+DESCRIPTION_RE = TEXT_RE                # sacctmgr prints descriptions in '|'-separated output
 _GPU_HOURS_RE = re.compile(r"^\s*(?P<sign>-)?\s*(?P<hours>[0-9][0-9_,]*(?:\.[0-9]+)?)\s*/\s*(?P<period>[A-Za-z]+)\s*$")
-_UNIT_RE = re.compile(r"^(?:(?P<d>[0-9]+)d)?(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m(?:in)?)?(?:(?P<s>[0-9]+)s)?$")
-_SLURM_TIME_RE = re.compile(r"^(?:(?P<days>[0-9]+)-)?(?P<a>[0-9]+)(?::(?P<b>[0-9]+))?(?::(?P<c>[0-9]+))?$")
 
 
 class TeamQuotaError(ValueError):
@@ -103,51 +104,6 @@ def parse_gpu_hours(value, where):
     if isinstance(hours, float) and hours.is_integer():
         hours = int(hours)
     return hours, period, int(round(minutes))
-
-
-def parse_duration(value, where):
-    """Seconds from a Slurm time (``30:00``, ``1:30:00``, ``2-00:00:00``) or units (``30m``, ``2h``, ``1h30m``, ``45s``).
-
-    A bare number is refused: Slurm reads it as minutes, which people often do not expect.
-    """
-    if value is None:
-        return 0
-    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
-        raise ValueError("%s is %r: a bare number is ambiguous (Slurm reads it as minutes); write '%sm', '%ss' or a "
-                         "Slurm time such as '00:30:00'" % (where, value, str(value).strip(), str(value).strip()))
-    if not isinstance(value, str):
-        raise ValueError("%s is %r: write a duration such as '30m', '2h' or '00:30:00'" % (where, value))
-    text = value.strip().lower().replace(" ", "")
-    if text.startswith("-"):
-        raise ValueError("%s is %r: a duration cannot be negative" % (where, value))
-    units = _UNIT_RE.match(text)
-    if units and any(units.groupdict().values()):
-        parts = dict((k, int(v or 0)) for k, v in units.groupdict().items())
-        return ((parts["d"] * 24 + parts["h"]) * 60 + parts["m"]) * 60 + parts["s"]
-    slurm = _SLURM_TIME_RE.match(text)
-    if slurm and (":" in text or "-" in text):
-        days = int(slurm.group("days") or 0)
-        a, b, c = slurm.group("a"), slurm.group("b"), slurm.group("c")
-        if slurm.group("days") is not None:      # days-hours[:minutes[:seconds]]
-            hours, minutes, seconds = int(a), int(b or 0), int(c or 0)
-        elif c is not None:                      # hours:minutes:seconds
-            hours, minutes, seconds = int(a), int(b), int(c)
-        else:                                    # minutes:seconds
-            hours, minutes, seconds = 0, int(a), int(b)
-        if (slurm.group("days") is not None or c is not None) and (minutes > 59 or seconds > 59):
-            raise ValueError("%s is %r: minutes and seconds run from 0 to 59" % (where, value))
-        return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    raise ValueError("%s is %r: write a duration such as '30m', '2h', '1h30m' or a Slurm time such as '00:30:00'"
-                     % (where, value))
-
-
-def format_slurm_time(seconds):
-    """Seconds as sacctmgr prints them: ``00:00:20``, ``01:30:00``, ``2-00:00:00``."""
-    days, rest = divmod(int(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = "%02d:%02d:%02d" % (hours, minutes, secs)
-    return "%d-%s" % (days, text) if days else text
 
 
 def parse_priority(value, levels, where):
@@ -510,7 +466,7 @@ def _qos(team, cluster_types, reset):
         "grp_tres_mins": grp_tres_mins,
         "preempt": team["preempts"],
         "preempt_mode": team["preempt_mode"] if team["preempted_by"] else "cluster",
-        "preempt_exempt_time": format_slurm_time(team["min_runtime_s"]),
+        "preempt_exempt_time": format_time(team["min_runtime_s"]),
     }
 
 
@@ -556,7 +512,7 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort):
             # Neither ResourceQuota nor Kueue meters GPU-hours: the budget is carried as information only.
             annotations["gpucluster.ops/gpu-hours"] = "%s/%s" % (team["gpu_hours"], team["period"])
         if team["min_runtime_s"]:
-            annotations["gpucluster.ops/min-runtime-before-preemption"] = format_slurm_time(team["min_runtime_s"])
+            annotations["gpucluster.ops/min-runtime-before-preemption"] = format_time(team["min_runtime_s"])
         objects.append({"apiVersion": "v1", "kind": "Namespace",
                         "metadata": {"name": namespace, "labels": dict(team_labels)}})
         if team["max_concurrent"] is not None:

@@ -165,8 +165,10 @@ users:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import (
-    Sacctmgr, SacctmgrError, SpecError, apply, check_account_spec, check_user_spec, command_lines, plan_accounts,
-    read_accounts, resolve_cluster, verify_accounts)
+    Sacctmgr, SacctmgrError, apply, command_lines, resolve_cluster)
+from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr_account import (
+    check_account_spec, check_user_spec, plan_accounts, read_accounts, verify_accounts)
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SpecError
 
 
 def _public(accounts, users):

@@ -66,8 +66,8 @@ options:
       preempt_exempt_time:
         description:
           - C(PreemptExemptTime), the minimum run time before a job of this QOS may be preempted.
-          - An integer of seconds, units (C(30m), C(1h30m)) or a Slurm time (C(00:30:00)); 0 clears it (the global
-            C(PreemptExemptTime) then applies). A number in a string is refused, as sacctmgr would read minutes.
+          - Units (C(45s), C(30m), C(1h30m)) or a Slurm time (C(00:30:00)); 0 clears it (the global
+            C(PreemptExemptTime) then applies). A bare number (C(90), C("90")) is refused, as sacctmgr would read minutes.
         type: raw
   prune:
     description:
@@ -144,7 +144,10 @@ qos:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr import (
-    Sacctmgr, SacctmgrError, SpecError, apply, check_qos_spec, command_lines, plan_qos, read_qos, verify_qos)
+    Sacctmgr, SacctmgrError, apply, command_lines)
+from ansible_collections.gpucluster.ops.plugins.module_utils._sacctmgr_qos import (
+    check_qos_spec, plan_qos, read_qos, verify_qos)
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SpecError
 
 
 def _check_references(sacct, specs, current):

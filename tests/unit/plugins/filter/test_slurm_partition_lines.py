@@ -13,7 +13,7 @@ def test_registered():
 
 
 def test_all_fields():
-    parts = [{"name": "gpu", "groups": ["gpu_a", "gpu_b"], "default": True, "max_time": "2-00:00:00", "default_time": 60,
+    parts = [{"name": "gpu", "groups": ["gpu_a", "gpu_b"], "default": True, "max_time": "2-00:00:00", "default_time": "60m",
               "qos": "normal", "allow_accounts": ["physics", "chem"], "allow_qos": "normal,high", "priority_tier": 10,
               "oversubscribe": "force:4", "preempt_mode": "requeue", "state": "up",
               "extra": {"maxnodes": 16, "ExclusiveUser": False}}]
@@ -30,9 +30,22 @@ def test_nodes_hostlist_and_slurm_node_name():
                                                               "PartitionName=q Nodes=x[1-2]"]
 
 
-@pytest.mark.parametrize("value", ["UNLIMITED", "infinite", 0, 90, "90:00", "1:30:00", "2-12", "2-12:30", "2-12:30:15"])
+@pytest.mark.parametrize("value", ["UNLIMITED", "infinite", 0, "90m", "90:00", "1:30:00", "2-12", "2-12:30",
+                                   "2-12:30:15"])
 def test_time_formats(value):
     assert slurm_partition_lines([{"name": "p", "nodes": "n1", "max_time": value}], {})
+
+
+@pytest.mark.parametrize("value, written", [("90m", "90"), ("2h", "120"), ("1d", "1440"), ("1:30:00", "1:30:00")])
+def test_units_are_written_as_minutes_and_slurm_times_as_given(value, written):
+    assert slurm_partition_lines([{"name": "p", "nodes": "n1", "max_time": value}], {}) == [
+        "PartitionName=p Nodes=n1 MaxTime=%s" % written]
+
+
+@pytest.mark.parametrize("field, value", [("max_time", 90), ("default_time", "60"), ("max_time", 2880)])
+def test_bare_number_time_is_refused(field, value):
+    _fails([{"name": "gpu", "nodes": "n1", field: value}], r"partition gpu: %s is %r: .*bare number is ambiguous "
+           r"\(Slurm reads it as minutes, a person may mean seconds\)" % (field, value))
 
 
 # --- one test per error class ----------------------------------------------------------------------------------------

@@ -68,27 +68,16 @@ def test_gpu_hours_bad(text, message):
     assert "team_quota_teams.x.gpu_hours" in str(caught.value)
 
 
-@pytest.mark.parametrize("text,seconds", [
-    ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("45s", 45), ("1d", 86400), ("10min", 600),
-    ("00:30:00", 1800), ("30:00", 1800), ("1:30:00", 5400), ("2-00:00:00", 172800), ("1-12", 129600), (None, 0),
-])
-def test_duration(text, seconds):
-    assert model.parse_duration(text, "x") == seconds
+# The durations themselves (min_runtime_before_preemption): tests/unit/plugins/module_utils/test_slurm_values.py.
 
-
-@pytest.mark.parametrize("text,message", [
-    (30, "bare number is ambiguous"), ("90", "bare number is ambiguous"), ("-5m", "cannot be negative"),
-    ("soon", "write a duration"), ("1:75:00", "0 to 59"), ([1], "write a duration"),
-])
-def test_duration_bad(text, message):
-    with pytest.raises(ValueError) as caught:
-        model.parse_duration(text, "x")
-    assert message in str(caught.value)
-
-
-def test_slurm_time_format():
-    assert [model.format_slurm_time(s) for s in (0, 20, 5400, 172800, 90061)] == [
-        "00:00:00", "00:00:20", "01:30:00", "2-00:00:00", "1-01:01:01"]
+def test_duration_unset_is_zero_and_a_bare_number_names_the_path():
+    research = [t for t in model.build(SEED)["teams"] if t["name"] == "research"][0]
+    assert research["min_runtime_s"] == 0
+    teams = copy.deepcopy(SEED)
+    teams["development"]["min_runtime_before_preemption"] = "90"
+    with pytest.raises(model.TeamQuotaError) as caught:
+        model.build(teams)
+    assert "team_quota_teams.development.min_runtime_before_preemption is '90': a number in a string" in str(caught.value)
 
 
 @pytest.mark.parametrize("value,expected", [("high", (1000, "high")), ("HIGH", (1000, "high")), (42, (42, None)),

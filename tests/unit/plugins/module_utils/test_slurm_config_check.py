@@ -424,7 +424,7 @@ def _rendered_cluster(directory):
     groups = {"gpu": hosts, "nvme": ["gpu06"]}
     node = render.node_lines(hosts, hostvars)
     part = render.partition_lines([{"name": "batch", "groups": ["gpu"], "default": True, "max_time": "1-00:00:00"},
-                                   {"name": "nvme", "groups": ["nvme"], "max_time": 90, "priority_tier": 2}], groups, hostvars)
+                                   {"name": "nvme", "groups": ["nvme"], "max_time": "90m", "priority_tier": 2}], groups, hostvars)
     gres = render.gres_lines(hosts, hostvars)
     topology = render.topology_lines({"leaves": [{"name": "leaf1", "nodes": hosts[:3]}, {"name": "leaf2", "nodes": hosts[3:]}],
                                       "spines": [{"name": "spine1", "switches": "leaf[1-2]"}]})

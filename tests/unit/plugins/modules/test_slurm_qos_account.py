@@ -50,24 +50,7 @@ def apply_seed(fake, teams=None):
     return model, q, a
 
 
-# -- values ----------------------------------------------------------------------------------------------------------
-
-def test_tres_and_time_values():
-    assert _sacctmgr.parse_tres("gres/gpu:h100=0,gres/gpu=8") == {"gres/gpu:h100": 0, "gres/gpu": 8}
-    assert _sacctmgr.parse_tres("") == {}
-    assert _sacctmgr.format_tres({"gres/gpu": 8, "cpu": None}) == "cpu=-1,gres/gpu=8"
-    with pytest.raises(_sacctmgr.SacctmgrError):
-        _sacctmgr.parse_tres("gres/gpu=lots")
-    assert [_sacctmgr.parse_time(t) for t in ("", "00:00:20", "01:30:00", "2-00:00:00", "5:00", "7")] == [
-        0, 20, 5400, 172800, 300, 420]
-    assert _sacctmgr.format_time(172800) == "2-00:00:00"
-    assert _sacctmgr.duration_seconds(90, "x") == 90
-    assert _sacctmgr.duration_seconds("1h30m", "x") == 5400
-    assert _sacctmgr.duration_seconds("00:30:00", "x") == 1800
-    for bad in ("90", True, -1, "later", "1:99:00"):
-        with pytest.raises(_sacctmgr.SpecError):
-            _sacctmgr.duration_seconds(bad, "x")
-
+# -- the runner (the values: tests/unit/plugins/module_utils/test_slurm_values.py) -----------------------------------
 
 def test_show_keeps_a_description_with_a_bar():
     sacct = _sacctmgr.Sacctmgr(lambda argv: (0, "a|1|x|y|z\n", ""))
@@ -126,7 +109,7 @@ def test_qos_changed_limit_is_the_only_change_and_shows_in_the_diff(fake):
     ({"preempt_mode": "cancel"}, "PreemptMode=cancel"),
     ({"preempt_exempt_time": 0}, "PreemptExemptTime=-1"),
     ({"preempt_exempt_time": "2h"}, "PreemptExemptTime=02:00:00"),
-    ({"preempt_exempt_time": 172800}, "PreemptExemptTime=2-00:00:00"),
+    ({"preempt_exempt_time": "2d"}, "PreemptExemptTime=2-00:00:00"),
     ({"description": "other"}, "Description=other"),
 ])
 def test_qos_each_option_change(fake, change, expected):
@@ -213,6 +196,7 @@ def test_qos_read_back_catches_a_refused_command(fake):
     ({"name": "r", "grp_tres_mins": {"gres/gpu": True}}, "grp_tres_mins[gres/gpu] is True"),
     ({"name": "r", "preempt": ["r"]}, "qos r: preempt names the QOS itself"),
     ({"name": "r", "preempt_exempt_time": "30"}, "qos r: preempt_exempt_time is '30': a number in a string"),
+    ({"name": "r", "preempt_exempt_time": 172800}, "qos r: preempt_exempt_time is 172800: a bare number is ambiguous"),
     ({"name": "r", "description": "a|b"}, "qos r: description is 'a|b'"),
     ({"name": "r", "grp_tres": {"gres/gpu:b200": 1}}, "names TRES gres/gpu:b200, which this cluster does not track"),
     ({"name": "r", "preempt": ["ghost"]}, "qos r: preempt names QOS ghost, which neither exists nor is listed"),
