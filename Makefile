@@ -19,7 +19,7 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast molecule cluster cluster-test cluster-down time-report time-table test \
+.PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast docs molecule cluster cluster-test cluster-down time-report time-table test \
 	test-clock lab lab-down build build-check lock clean
 
 help: ## List the targets
@@ -91,7 +91,7 @@ time-report: setup ## The last molecule run's times against molecule/budget.yml 
 time-table: setup ## Write README's time table from the last run (scripts/time-report.py --readme)
 	scripts/time-report.py --readme
 
-test: test-clock lint sanity unit integration build-check molecule ## Everything CI runs
+test: test-clock lint sanity unit integration build-check docs molecule ## Everything CI runs
 	@echo "end_epoch=$$(date +%s)" >>.cache/molecule-logs/make-test
 	@scripts/time-report.py --summary
 
@@ -99,6 +99,9 @@ test: test-clock lint sanity unit integration build-check molecule ## Everything
 test-clock:
 	@mkdir -p .cache/molecule-logs
 	@echo "start_epoch=$$(date +%s)" >.cache/molecule-logs/make-test
+
+docs: setup ## HTML docs of every module, filter and role (antsibull-docs, warnings are errors) into .cache/docs
+	scripts/docs.sh
 
 build: setup ## Build the collection tarball into build/
 	mkdir -p build
@@ -116,7 +119,7 @@ lab-down: setup ## Remove the lab's containers and network
 
 lock: ## Regenerate constraints.txt from a fresh resolve of requirements.txt
 	rm -rf .cache/lock-venv && $(PYTHON) -m venv .cache/lock-venv
-	.cache/lock-venv/bin/pip install -q $$(grep -v '^-c' requirements.txt)
+	.cache/lock-venv/bin/pip install -q $$(grep -vE '^(-c|#|$$)' requirements.txt)
 	.cache/lock-venv/bin/pip freeze | grep -v '^-e' > constraints.txt
 
 clean: ## Remove build outputs (not the venv or images)

@@ -22,10 +22,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   domain:
     description: DNS domain; when set, each host is listed as C(<host>.<domain> <host>).
     type: str
@@ -34,6 +30,8 @@ options:
     description: Name of the host variable that holds an explicit address.
     type: str
     default: node_baseline_address
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

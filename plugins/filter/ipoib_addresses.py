@@ -35,10 +35,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   interfaces:
     description: The interfaces of the hosts in O(default_hosts) that have none of the O(interfaces_var) variables.
     type: list
@@ -68,6 +64,8 @@ options:
 seealso:
   - plugin: gpucluster.ops.ipoib_interfaces
     plugin_type: filter
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

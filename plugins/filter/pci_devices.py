@@ -33,7 +33,7 @@ _value:
   elements: dict
   contains:
     slot: {description: PCI address as lspci prints it., type: str, sample: "0000:18:00.0"}
-    class: {description: Class code (0302 3D controller, 0680 bridge)., type: str, sample: "0302"}
+    class: {description: "Class code (0302 3D controller, 0680 bridge).", type: str, sample: "0302"}
     vendor: {description: Vendor id., type: str, sample: 10de}
     device: {description: Device id., type: str, sample: "2330"}
 """

@@ -26,10 +26,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   port:
     description: The exporter's port.
     type: int
@@ -46,6 +42,8 @@ options:
     description: Add the C(expected_gpus) label from the inventory.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

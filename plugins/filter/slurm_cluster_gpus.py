@@ -25,10 +25,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   partitions:
     description: The C(slurm_partitions) list; when left out, no partitions are returned.
     type: list
@@ -52,6 +48,8 @@ seealso:
     plugin_type: filter
   - plugin: gpucluster.ops.team_quotas
     plugin_type: filter
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

@@ -36,10 +36,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   autodetect:
     description: Default for hosts without C(slurm_gres_autodetect).
     type: str
@@ -49,6 +45,8 @@ options:
     description: Product name to Slurm GPU type; the same map as for P(gpucluster.ops.slurm_node_lines#filter).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

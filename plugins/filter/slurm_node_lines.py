@@ -36,10 +36,6 @@ options:
     type: list
     elements: str
     required: true
-  hostvars:
-    description: The C(hostvars) of the play.
-    type: dict
-    required: true
   gpu_type_map:
     description: Product name (as nvidia-smi prints it) to Slurm GPU type; wins over the built-in rule.
     type: dict
@@ -61,6 +57,8 @@ seealso:
     plugin_type: filter
   - plugin: gpucluster.ops.slurm_partition_lines
     plugin_type: filter
+extends_documentation_fragment:
+  - gpucluster.ops.hostvars
 """
 
 EXAMPLES = r"""

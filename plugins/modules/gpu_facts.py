@@ -34,21 +34,9 @@ options:
     description: Fail when nvidia-smi cannot list the GPUs (driver not loaded, NVML mismatch, no GPU).
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: posix
+extends_documentation_fragment:
+  - gpucluster.ops.attributes.node_reader
+  - gpucluster.ops.attributes.facts
 seealso:
   - module: gpucluster.ops.gpu_health
 """

@@ -64,18 +64,8 @@ options:
     description: Read and save error counters between runs (standard and deep levels) in the config's C(state_file).
     type: bool
     default: true
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: posix
+extends_documentation_fragment:
+  - gpucluster.ops.attributes.node_reader
 notes:
   - Commands run with C(LC_ALL=C) under C(timeout) so that a hung C(nvidia-smi) cannot hang the play.
 seealso:

@@ -3,9 +3,7 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_account
@@ -96,16 +94,13 @@ options:
     type: str
 attributes:
   check_mode:
-    support: full
     description:
       - Reads the state and reports the changes and commands it would make; runs no change.
       - A QOS that does not exist yet is assumed to be created by an earlier task of the run (with a warning).
   diff_mode:
-    support: full
     description: Returns each changed account and user, before and after, one line each.
-notes:
-  - Runs where C(sacctmgr) reaches slurmdbd (the Slurm controller or database host), as a Slurm administrator.
-  - Tested against sacctmgr 22.05 (Debian 12) and 24.11 (Debian 13).
+extends_documentation_fragment:
+  - gpucluster.ops.sacctmgr
 """
 
 EXAMPLES = r"""

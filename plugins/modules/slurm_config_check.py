@@ -3,9 +3,7 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_config_check
@@ -61,13 +59,8 @@ options:
         prints on stderr (it exits 0 on some errors). Needs C(scontrol) on the target.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - gpucluster.ops.attributes.slurm_reader
 notes:
   - The tables of keys and plugins come from probing the parsers of Slurm 22.05.8 (Debian 12) and 24.11.5 (Debian 13).
 """

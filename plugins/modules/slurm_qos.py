@@ -3,9 +3,7 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_qos
@@ -80,14 +78,11 @@ options:
     type: str
 attributes:
   check_mode:
-    support: full
     description: Reads the state and reports the changes and commands it would make; runs no change.
   diff_mode:
-    support: full
     description: Returns the managed options of each QOS that changes, before and after, one line per QOS.
-notes:
-  - Runs where C(sacctmgr) reaches slurmdbd (the Slurm controller or database host), as a Slurm administrator.
-  - Tested against sacctmgr 22.05 (Debian 12) and 24.11 (Debian 13).
+extends_documentation_fragment:
+  - gpucluster.ops.sacctmgr
 """
 
 EXAMPLES = r"""

@@ -3,9 +3,7 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_team_usage
@@ -35,13 +33,8 @@ options:
     description: Whether to add per-member GPU-hours from sreport.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - gpucluster.ops.attributes.slurm_reader
 notes:
   - Runs on the Slurm controller (or any host whose C(scontrol) and C(sreport) reach it and slurmdbd).
 """
