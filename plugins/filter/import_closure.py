@@ -10,15 +10,16 @@ short_description: The collection's Python files that some of its programs impor
 version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
-  - Reads programs of this collection (such as C(bin/gpucluster-health)) on the controller and follows their imports,
-    and the imports of what they import, to the collection's own files. The roles that install a program on the nodes
-    (M(gpucluster.ops.health_check) and M(gpucluster.ops.dcgm_exporter), through C(roles/_common/tasks/node_programs.yml))
-    copy exactly these files, so the list is the code's own and never kept by hand.
+  - Reads programs of this collection (such as C(bin/gpucluster-health)) on the controller and follows their
+    imports, and the imports of what they import, to the collection's own files. The roles that install a program on
+    the nodes (C(gpucluster.ops.health_check) and C(gpucluster.ops.dcgm_exporter), through
+    C(roles/_common/tasks/node_programs.yml)) copy exactly these files, so the list is the code's own and never kept
+    by hand.
   - "An import is the collection's own when it names C(ansible_collections.gpucluster.ops.<path>) (the file
     C(<path>.py) below the collection root; C(from <package> import <name>) also finds the module C(<name>.py) of the
     package), when it is relative, or when a plain C(import <name>) names a C(<name>.py) beside the importing file
-    (bin/_gpucluster_bootstrap.py beside a program). Every other import (the standard library, Ansible, other packages)
-    is left to the node."
+    (C(bin/_gpucluster_bootstrap.py) beside a program). Every other import (the standard library, Ansible, other
+    packages) is left to the node."
   - Imports are read from the source with Python's C(ast) module wherever they stand (in functions and in C(try)
     blocks too), so a file that is imported only on some code path is still copied.
   - Fails, naming the file and the line, on a file that cannot be read or parsed, and on an import of the collection

@@ -71,6 +71,7 @@ HOST_VARIABLES = {
 # Lab and test settings that have no place in a real inventory.
 LAB_ONLY = re.compile(r"^(gpusim_|lab_|health_check_sources$|slurm_config_overrides$|ansible_connection$)")
 
+
 def _load_yaml(path):
     with open(path) as handle:
         return yaml.safe_load(handle) or {}

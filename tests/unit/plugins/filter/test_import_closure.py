@@ -88,8 +88,8 @@ def test_each_role_installs_every_module_its_program_imports(role, programs):
     assert "bin/_gpucluster_bootstrap.py" in shipped
     if role == "health_check":
         assert "_xid_catalog.py" in listed
-    sources = [os.path.join(ROOT, p) for p in programs] + [os.path.join(ROOT, "plugins", "module_utils", n)
-                                                          for n in sorted(listed)]
+    sources = [os.path.join(ROOT, p) for p in programs]
+    sources += [os.path.join(ROOT, "plugins", "module_utils", n) for n in sorted(listed)]
     for path in sources:
         with open(path) as handle:
             source = handle.read()
@@ -116,8 +116,8 @@ def _install(programs, target):
 def test_the_checkers_run_from_the_shipped_files_alone(tmp_path):
     target = str(tmp_path / "lib")
     _install(["bin/gpucluster-health", "bin/dcgm-counters-check"], target)
-    assert sorted(os.listdir(os.path.join(target, "bin"))) == ["_gpucluster_bootstrap.py", "dcgm-counters-check",
-                                                             "gpucluster-health"]
+    installed = sorted(os.listdir(os.path.join(target, "bin")))
+    assert installed == ["_gpucluster_bootstrap.py", "dcgm-counters-check", "gpucluster-health"]
     # Started through a link on PATH, as root starts it; the cwd holds nothing of the collection.
     link = tmp_path / "sbin" / "gpucluster-health"
     link.parent.mkdir()
