@@ -17,8 +17,8 @@ counts the lines of the files. The target at 10,000 nodes is a third of stackhpc
 measured on this machine (13 s, 162 MB).
 
 Run from the checkout with the project's virtualenv: .venv/bin/python bench/render_scale.py [--sizes 50,400]
-[--parts ab]. Part b needs `make setup` (the collection link in .cache/collections). Nothing here runs the 10,000
-case in a test; the unit test runs part b at 50 nodes.
+[--parts ab]. Part b needs `make setup` (the collection link in .cache/collections). No test runs the benchmark; the
+unit tests run the same render step (tests/support/render_step.py) on small inventories.
 """
 
 import argparse
@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 import tracemalloc
-import types
 
 import yaml
 
@@ -42,25 +41,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 OPENHPC_10K = {"seconds": 39.0, "peak_mib": 486.0}
 
 
-def _bootstrap():
-    """Make the checkout importable as ansible_collections.gpucluster.ops (Ansible itself comes from the venv)."""
-    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    names = ["ansible_collections", "ansible_collections.gpucluster", "ansible_collections.gpucluster.ops",
-             "ansible_collections.gpucluster.ops.plugins"]
-    paths = [None, None, root, os.path.join(root, "plugins")]
-    for name, path in zip(names, paths):
-        if name not in sys.modules:
-            mod = types.ModuleType(name)
-            mod.__path__ = [path] if path else []
-            sys.modules[name] = mod
-
-
-_bootstrap()
+# The checkout as ansible_collections.gpucluster.ops (bin/_gpucluster_bootstrap.py); Ansible itself comes from the venv.
+sys.path.insert(0, os.path.join(ROOT, "bin"))
+import _gpucluster_bootstrap  # noqa: E402,F401  pylint: disable=import-error,unused-import,wrong-import-position
 
 from ansible_collections.gpucluster.ops.plugins.filter.slurm_gres_lines import slurm_gres_lines  # noqa: E402
 from ansible_collections.gpucluster.ops.plugins.filter.slurm_node_lines import slurm_node_lines  # noqa: E402
 from ansible_collections.gpucluster.ops.plugins.filter.slurm_partition_lines import slurm_partition_lines  # noqa: E402
 from ansible_collections.gpucluster.ops.plugins.filter.slurm_topology_lines import slurm_topology_lines  # noqa: E402
+from ansible_collections.gpucluster.ops.tests.support.render_step import (  # noqa: E402
+    COLLECTIONS, render_argv, render_env, rendered_files, write_render_play)
 
 
 def _gpus():
@@ -139,18 +129,6 @@ def print_table(title, rows):
 NODE_TYPE = {"slurm_node_cpus": 128, "slurm_node_sockets": 2, "slurm_node_cores_per_socket": 32,
              "slurm_node_threads_per_core": 2, "slurm_node_real_memory": 1000448,
              "slurm_node_gres": [{"name": "gpu", "type": "a100", "count": 8}]}
-RENDER_PLAY = """- name: Render the Slurm configuration on the controller
-  hosts: slurm_controller
-  gather_facts: false
-  tasks:
-    - name: Run the slurm role's render step
-      ansible.builtin.include_role:
-        name: gpucluster.ops.slurm
-        tasks_from: render
-    - name: Show the rendered files (the bench reads them from the JSON callback's output)
-      ansible.builtin.debug:
-        var: __slurm_files
-"""
 BASELINE_PLAY = """- name: Ansible alone on the same inventory
   hosts: slurm_controller
   gather_facts: false
@@ -209,14 +187,9 @@ def _measured(argv, env):
 
 
 def _ansible_env():
-    collections = os.path.join(ROOT, ".cache", "collections")
-    if not os.path.isdir(os.path.join(collections, "ansible_collections", "gpucluster", "ops")):
-        raise SystemExit("part b needs the collection link of `make setup` in %s" % collections)
-    venv_bin = os.path.dirname(sys.executable)
-    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-                ANSIBLE_INJECT_FACT_VARS="False", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-                PATH=venv_bin + os.pathsep + os.environ.get("PATH", ""))
+    if not os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections", "gpucluster", "ops")):
+        raise SystemExit("part b needs the collection link of `make setup` in %s" % COLLECTIONS)
+    return render_env(ANSIBLE_FORCE_COLOR="0")
 
 
 def part_b(sizes, repeat):
@@ -231,14 +204,13 @@ def part_b(sizes, repeat):
             inventory_file = os.path.join(work, "inventory-%d.yml" % nodes)
             with open(inventory_file, "w") as handle:
                 yaml.safe_dump(inventory, handle, default_flow_style=False)
-            plays = {}
-            for name, text in (("render", RENDER_PLAY), ("baseline", BASELINE_PLAY)):
-                plays[name] = os.path.join(work, "%s.yml" % name)
-                with open(plays[name], "w") as handle:
-                    handle.write(text)
-            runs = [_measured([playbook, "-i", inventory_file, plays["render"]], env) for _attempt in range(repeat)]
-            base = [_measured([playbook, "-i", inventory_file, plays["baseline"]], env) for _attempt in range(repeat)]
-            files = _rendered_files(runs[-1]["stdout"])
+            baseline = os.path.join(work, "baseline.yml")
+            with open(baseline, "w") as handle:
+                handle.write(BASELINE_PLAY)
+            render = render_argv(inventory_file, write_render_play(work), playbook=playbook)
+            runs = [_measured(render, env) for _attempt in range(repeat)]
+            base = [_measured([playbook, "-i", inventory_file, baseline], env) for _attempt in range(repeat)]
+            files = rendered_files(runs[-1]["stdout"])
             lines = {name: sum(1 for line in files[name].splitlines() if line.strip() and not line.startswith("#"))
                      for name in ("slurm.conf", "gres.conf", "topology.conf")}
             rows.append(dict(lines, nodes=nodes, seconds=min(r["seconds"] for r in runs),
@@ -247,12 +219,6 @@ def part_b(sizes, repeat):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows
-
-
-def _rendered_files(stdout):
-    """__slurm_files of the last task, from the JSON callback's output."""
-    result = json.loads(stdout[stdout.index("{"):])
-    return result["plays"][-1]["tasks"][-1]["hosts"]["localhost"]["__slurm_files"]
 
 
 def print_table_b(title, rows):

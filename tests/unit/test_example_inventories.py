@@ -45,11 +45,11 @@ from ansible_collections.gpucluster.ops.plugins.module_utils import _health
 from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand as expand_hostlist
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import check_config_dir, format_problem
 from ansible_collections.gpucluster.ops.tests.unit.roles.rolerender import trust
+from render_step import COLLECTIONS, ansible_env, render_argv, render_env, rendered_files, write_render_play
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES_DIR = os.path.join(ROOT, "inventories", "examples")
 EXAMPLES = sorted(d for d in os.listdir(EXAMPLES_DIR) if os.path.isfile(os.path.join(EXAMPLES_DIR, d, "hosts.yml")))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 
 # What each example must come to: GPU nodes, GPUs, and per node type (Slurm GPU type) nodes and GPUs per node.
 EXPECTED = {
@@ -70,19 +70,6 @@ HOST_VARIABLES = {
 }
 # Lab and test settings that have no place in a real inventory.
 LAB_ONLY = re.compile(r"^(gpusim_|lab_|health_check_sources$|slurm_config_overrides$|ansible_connection$)")
-
-PLAY_RENDER = """- name: Render the Slurm configuration as the controller would
-  hosts: slurm_controller
-  gather_facts: false
-  tasks:
-    - name: Run the slurm role's render step
-      ansible.builtin.include_role:
-        name: gpucluster.ops.slurm
-        tasks_from: render
-    - name: Show the files
-      ansible.builtin.debug:
-        var: __slurm_files
-"""
 
 
 def _load_yaml(path):
@@ -114,29 +101,23 @@ def _argument_specs(role):
     return {entry: spec.get("options") or {} for entry, spec in specs.items()}
 
 
-def _env():
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-                ANSIBLE_INJECT_FACT_VARS="False", ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="False",
-                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-
-
 @pytest.fixture(scope="module")
 def playbook_runs(tmp_path_factory):
     """Start the syntax check and the render of every example at once; return {(example, kind): Popen}."""
     tmp = tmp_path_factory.mktemp("examples")
-    (tmp / "render.yml").write_text(PLAY_RENDER)
+    play = write_render_play(tmp)
     runs = {}
     for name in EXAMPLES:
         inventory = os.path.join(EXAMPLES_DIR, name)
         runs[(name, "syntax")] = subprocess.Popen(
             ["ansible-playbook", "--syntax-check", "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=ansible_env(ANSIBLE_DEPRECATION_WARNINGS="False"))
         extra = dict(_vault_vars(name), ansible_connection="local", ansible_python_interpreter=sys.executable)
         (tmp / ("%s.json" % name)).write_text(json.dumps(extra))
         runs[(name, "render")] = subprocess.Popen(
-            ["ansible-playbook", "-i", inventory, str(tmp / "render.yml"), "-e", "@%s" % (tmp / ("%s.json" % name))],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-            env=dict(_env(), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json"))
+            render_argv(inventory, play, tmp / ("%s.json" % name)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, cwd=ROOT, env=render_env(ANSIBLE_DEPRECATION_WARNINGS="False"))
     yield runs
     for proc in runs.values():
         if proc.poll() is None:
@@ -392,9 +373,7 @@ def test_the_lab_inventory_fits_its_cluster(collection_loader):  # pylint: disab
 def _rendered(playbook_runs, name):
     rc, out, err = _finish(playbook_runs, name, "render")
     assert rc == 0, (out[-3000:], err[-2000:])
-    result = json.loads(out[out.index("{"):])
-    controller = list(result["plays"][0]["tasks"][-1]["hosts"])[0]
-    return result["plays"][0]["tasks"][-1]["hosts"][controller]["__slurm_files"]
+    return rendered_files(out)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

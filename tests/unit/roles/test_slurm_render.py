@@ -14,20 +14,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import check_config_dir
+from render_step import play_tasks, render_argv, render_env, write_render_play
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAY = """- name: Render
-  hosts: slurm_controller
-  gather_facts: false
-  tasks:
-    - name: Run the role's render step
-      ansible.builtin.include_role:
-        name: gpucluster.ops.slurm
-        tasks_from: render
-    - name: Show the files
-      ansible.builtin.debug:
-        var: __slurm_files
-"""
 A100 = {"slurm_node_cpus": 64, "slurm_node_sockets": 2, "slurm_node_cores_per_socket": 32,
         "slurm_node_threads_per_core": 1, "slurm_node_real_memory": 500000,
         "slurm_node_gres": [{"name": "gpu", "type": "a100", "count": 8}], "slurm_node_features": ["a100"]}
@@ -59,17 +47,10 @@ def _inventory(host_overrides=None):
 
 def _render(tmp_path, extra_vars, host_overrides=None):
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(_inventory(host_overrides)))
-    (tmp_path / "play.yml").write_text(PLAY)
     (tmp_path / "vars.json").write_text(json.dumps(extra_vars))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_INJECT_FACT_VARS="False",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
-                           "-e", "@%s" % (tmp_path / "vars.json")], capture_output=True, text=True, env=env, check=False)
-    result = json.loads(proc.stdout[proc.stdout.index("{"):])
-    tasks = result["plays"][0]["tasks"]
-    return proc.returncode, tasks
+    argv = render_argv(tmp_path / "inventory.yml", write_render_play(tmp_path), tmp_path / "vars.json")
+    proc = subprocess.run(argv, capture_output=True, text=True, env=render_env(), check=False)
+    return proc.returncode, play_tasks(proc.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -376,19 +376,3 @@ def test_fixtures_are_synthetic_and_ours():
     for name in ("dmesg_iso_nvlink5_fatal_nonfatal.log", "journal_short_precise_gsp_heartbeat.log",
                  "syslog_rminitadapter_failed.log", "dmesg_ctime_fallen_off_bus_no_xid.log"):
         assert os.path.isfile(os.path.join(here, name))
-
-
-def test_health_check_role_installs_every_module_the_checker_imports():
-    import re
-    import yaml
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
-    with open(os.path.join(root, "roles", "health_check", "vars", "main.yml")) as handle:
-        listed = set(yaml.safe_load(handle)["__health_check_module_utils"])
-    assert "_xid_catalog.py" in listed
-    for name in sorted(listed):
-        with open(os.path.join(root, "plugins", "module_utils", name)) as handle:
-            source = handle.read()
-        imported = set(re.findall(r"plugins\.module_utils(?:\._(\w+)| import (_\w+))", source))
-        for pair in imported:
-            module = (("_" + pair[0]) if pair[0] else pair[1]) + ".py"
-            assert module in listed, "%s imports %s, which the health_check role does not install" % (name, module)
