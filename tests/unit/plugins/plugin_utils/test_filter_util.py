@@ -5,8 +5,8 @@ import re
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import (check_host_names, filter_errors,
-                                                                                 valid_hostname)
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import (
+    check_host_names, filter_errors, valid_hostname)
 
 
 class WrappedError(Exception):
