@@ -45,32 +45,7 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import check
-
-try:
-    import hostlist as python_hostlist
-except ImportError:
-    python_hostlist = None
-
-
-def expand_with_slurm_rules(expr, caller="hostlist_expand"):
-    """Expand ``expr`` with python-hostlist after checking Slurm's own rules (which are stricter)."""
-    if not isinstance(expr, str):
-        raise AnsibleFilterError("%s: a hostlist must be a string, got %r" % (caller, expr))
-    reason = check(expr)
-    if reason is not None:
-        raise AnsibleFilterError("%s: %s" % (caller, reason))
-    if python_hostlist is None:
-        raise AnsibleFilterError("%s: needs the python-hostlist library on the Ansible controller "
-                                 "(pip install python-hostlist)" % caller)
-    if expr == "":
-        return []
-    try:
-        return python_hostlist.expand_hostlist(expr, allow_duplicates=True)
-    except python_hostlist.BadHostlist as exc:
-        raise AnsibleFilterError("%s: python-hostlist cannot read %r: %s" % (caller, expr, exc))
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import expand_with_slurm_rules
 
 
 def hostlist_expand(expr):

@@ -50,22 +50,20 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.ops.plugins.filter.hostlist_expand import expand_with_slurm_rules
 from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import HostlistError, fold
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import expand_with_slurm_rules, filter_errors
 
 
+@filter_errors(HostlistError, "hostlist_fold")
 def hostlist_fold(names, sort=True):
     """Return the Slurm hostlist expression of ``names``."""
     if not isinstance(sort, bool):
         raise AnsibleFilterError("hostlist_fold: sort is %r, not true or false" % (sort,))
-    try:
-        if isinstance(names, str):
-            names = expand_with_slurm_rules(names, caller="hostlist_fold")
-        if not hasattr(names, "__iter__"):
-            raise AnsibleFilterError("hostlist_fold: expected a list of node names, got %r" % (names,))
-        return fold([str(name) for name in names], sort=sort)
-    except HostlistError as exc:
-        raise AnsibleFilterError("hostlist_fold: %s" % exc)
+    if isinstance(names, str):
+        names = expand_with_slurm_rules(names, caller="hostlist_fold")
+    if not hasattr(names, "__iter__"):
+        raise AnsibleFilterError("hostlist_fold: expected a list of node names, got %r" % (names,))
+    return fold([str(name) for name in names], sort=sort)
 
 
 class FilterModule(object):

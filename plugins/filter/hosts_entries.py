@@ -63,17 +63,10 @@ _value:
 """
 
 import ipaddress
-import re
 
 from ansible.errors import AnsibleFilterError
 
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-
-
-def _valid_hostname(name):
-    if not name or len(name) > 253:
-        return False
-    return all(_LABEL.match(label) for label in name.rstrip(".").split("."))
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import check_host_names, valid_hostname
 
 
 def _is_ip(value):
@@ -106,16 +99,15 @@ def _address_of(host, hv, address_var):
 
 def hosts_entries(hostnames, hostvars, domain="", address_var="node_baseline_address"):
     """Return [{host, address, names}] for the given inventory hosts."""
-    if isinstance(hostnames, str) or not hasattr(hostnames, "__iter__"):
-        raise AnsibleFilterError("hosts_entries expects a list of host names, got %r" % (hostnames,))
+    check_host_names(hostnames, "hosts_entries")
     domain = (domain or "").strip(".")
-    if domain and not _valid_hostname(domain):
+    if domain and not valid_hostname(domain):
         raise AnsibleFilterError("hosts_entries: domain %r is not a valid DNS domain" % (domain,))
     entries = []
     seen = {}
     for host in hostnames:
         host = str(host)
-        if not _valid_hostname(host):
+        if not valid_hostname(host):
             raise AnsibleFilterError("host %s: the inventory name is not a valid host name (RFC 1123)" % host)
         try:
             hv = hostvars[host]

@@ -121,6 +121,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.ops.plugins.filter.ipoib_interfaces import check_interfaces
 from ansible_collections.gpucluster.ops.plugins.module_utils._ipoib import IPoIBError, check_fabric_mtu
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import check_host_names
 
 try:
     import netaddr
@@ -319,8 +320,7 @@ def ipoib_addresses(hosts, hostvars, interfaces=None, fabric_mtu=4096, index_var
     """Return {host: [interface with its address]} for the hosts of a fabric (see DOCUMENTATION)."""
     if netaddr is None:
         raise AnsibleFilterError("ipoib_addresses needs the Python library netaddr on the controller (pip install netaddr)")
-    if isinstance(hosts, (str, bytes, dict)) or not hasattr(hosts, "__iter__"):
-        raise AnsibleFilterError("ipoib_addresses expects a list of host names, got %r" % (hosts,))
+    check_host_names(hosts, "ipoib_addresses", refuse=(str, bytes, dict))
     try:
         fabric_mtu = check_fabric_mtu(fabric_mtu, "ipoib_addresses: fabric_mtu")
         interfaces_vars = [interfaces_var] if isinstance(interfaces_var, str) else list(interfaces_var or [])

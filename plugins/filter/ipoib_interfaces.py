@@ -80,9 +80,8 @@ _value:
       type: int
 """
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpucluster.ops.plugins.module_utils._ipoib import IPoIBError, check_fabric_mtu, normalize_interfaces
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 try:
     import netaddr
@@ -122,12 +121,10 @@ def check_interfaces(interfaces, fabric_mtu=4096, host="", var="infiniband_ipoib
     return result
 
 
+@filter_errors(IPoIBError)
 def ipoib_interfaces(interfaces, fabric_mtu=4096, host="", var="infiniband_ipoib_interfaces"):
     """Return the interfaces checked and completed (see DOCUMENTATION)."""
-    try:
-        checked = check_interfaces(interfaces, fabric_mtu, host, var)
-    except IPoIBError as exc:
-        raise AnsibleFilterError(str(exc))
+    checked = check_interfaces(interfaces, fabric_mtu, host, var)
     for interface in checked:
         interface.pop("_network", None)
     return checked

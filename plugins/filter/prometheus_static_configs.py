@@ -75,14 +75,11 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import check_host_names, valid_hostname
+
+# A label of a scrape target's host name: as RFC 1123's, with '_' allowed too.
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 _MAX_GPUS = 256
-
-
-def _valid_hostname(name):
-    if not name or len(name) > 253:
-        return False
-    return all(_LABEL.match(label) for label in name.rstrip(".").split("."))
 
 
 def _host_address(host, value, address_var):
@@ -90,7 +87,7 @@ def _host_address(host, value, address_var):
     try:
         address = ipaddress.ip_address(text.strip("[]"))
     except ValueError:
-        if not _valid_hostname(text):
+        if not valid_hostname(text, _LABEL):
             raise AnsibleFilterError("host %s: %s is %r, which is neither a host name nor an IP address"
                                      % (host, address_var or "its inventory name", value))
         return text
@@ -123,8 +120,7 @@ def _expected(host, hv):
 def prometheus_static_configs(hostnames, hostvars, port=None, port_var="", address_var="monitoring_scrape_address",
                               expected_gpus=False):
     """Return [{targets: [address:port], labels: {instance: host[, expected_gpus: N]}}] for the given hosts."""
-    if isinstance(hostnames, str) or not hasattr(hostnames, "__iter__"):
-        raise AnsibleFilterError("prometheus_static_configs expects a list of host names, got %r" % (hostnames,))
+    check_host_names(hostnames, "prometheus_static_configs")
     if port is None:
         raise AnsibleFilterError("prometheus_static_configs needs the exporter's port (port=...)")
     default_port = _port("(all)", port, "port")

@@ -83,20 +83,17 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, node_lines
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
+@filter_errors(SlurmRenderError, "slurm_node_lines")
 def slurm_node_lines(hosts, hostvars, gpu_type_map=None, memory_reserve_percent=None, memory_reserve_min_mib=None,
                      memory_round_mib=None):
     """Return the folded NodeName lines for ``hosts``."""
-    try:
-        return node_lines(hosts, fast_hostvars(hostvars), gpu_type_map=gpu_type_map, memory_reserve_percent=memory_reserve_percent,
-                          memory_reserve_min_mib=memory_reserve_min_mib, memory_round_mib=memory_round_mib)
-    except SlurmRenderError as exc:
-        raise AnsibleFilterError("slurm_node_lines: %s" % exc)
+    return node_lines(hosts, fast_hostvars(hostvars), gpu_type_map=gpu_type_map, memory_reserve_percent=memory_reserve_percent,
+                      memory_reserve_min_mib=memory_reserve_min_mib, memory_round_mib=memory_round_mib)
 
 
 class FilterModule(object):

@@ -47,17 +47,14 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, topology_lines
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
+@filter_errors(SlurmRenderError, "slurm_topology_lines")
 def slurm_topology_lines(fabric, known_nodes=None):
     """Return the topology.conf lines of ``fabric``."""
-    try:
-        return topology_lines(fabric, known_nodes)
-    except SlurmRenderError as exc:
-        raise AnsibleFilterError("slurm_topology_lines: %s" % exc)
+    return topology_lines(fabric, known_nodes)
 
 
 class FilterModule(object):

@@ -204,7 +204,7 @@ def test_scontrol_versions_differ_where_we_are_strict():
 
 def test_expand_is_python_hostlist_under_slurm_rules(monkeypatch):
     """The filter expands with python-hostlist; without the library it says what to install."""
-    from ansible_collections.gpucluster.ops.plugins.filter import hostlist_expand as module
+    from ansible_collections.gpucluster.ops.plugins.plugin_utils import _filter_util as module
 
     calls = []
     real = python_hostlist.expand_hostlist
