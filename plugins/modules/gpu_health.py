@@ -16,7 +16,9 @@ description:
     retired pages, row remapping, NVLink, PCIe links, temperatures, power, clock event reasons, Xid and SXid events,
     InfiniBand ports and link flaps, fabric manager, and at the deep level DCGM diagnostics and NCCL bandwidth.
   - Each finding has a stable code, a severity, the GPU or port it concerns and a suggested action.
-  - The module only reads; it changes nothing on the node, so check mode runs the same checks.
+  - The checks only read the node. At the V(standard) and V(deep) levels with O(use_state=true), a normal run saves
+    the error counters it read to the config's C(state_file), so the next run can compare; in check mode the module
+    reads and compares the saved counters but writes nothing (RV(notes) says where they would have been saved).
 options:
   level:
     description:
@@ -34,7 +36,7 @@ options:
     type: dict
     default: {}
   thresholds:
-    description: Overrides of the default thresholds (see the README), such as C(gpu_temp_margin_c) or C(nccl_busbw_min_gbps).
+    description: Overrides of the default thresholds (docs/health-checks.md lists them), such as C(gpu_temp_margin_c) or C(nccl_busbw_min_gbps).
     type: dict
     default: {}
   xid:
@@ -66,6 +68,10 @@ options:
     default: true
 extends_documentation_fragment:
   - gpucluster.ops.attributes.node_reader
+attributes:
+  check_mode:
+    support: full
+    details: The checks run the same; the error counters are read but not saved.
 notes:
   - Commands run with C(LC_ALL=C) under C(timeout) so that a hung C(nvidia-smi) cannot hang the play.
 seealso:
@@ -130,6 +136,42 @@ unreadable:
   returned: always
   type: list
   elements: dict
+node:
+  description: The node's name (the config's C(node), or the short host name).
+  returned: always
+  type: str
+  sample: gpu01
+level:
+  description: The level that ran.
+  returned: always
+  type: str
+  sample: quick
+source:
+  description: Where the inputs came from, V(live) or C(replay of <directory>).
+  returned: always
+  type: str
+  sample: live
+checked_at:
+  description: When the inputs were read (ISO 8601, UTC).
+  returned: always
+  type: str
+  sample: "2026-12-01T16:50:00Z"
+driver_version:
+  description: The NVIDIA driver version nvidia-smi reported, or null when it could not be read.
+  returned: always
+  type: str
+  sample: "550.127.05"
+missing_inputs:
+  description: The inputs a replayed bundle does not have.
+  returned: always
+  type: list
+  elements: str
+notes:
+  description: Remarks on the run, such as inputs nothing expects that could not be read, or where check mode would
+    have saved the counters.
+  returned: always
+  type: list
+  elements: str
 tool_calls:
   description: How many commands the run started.
   returned: always

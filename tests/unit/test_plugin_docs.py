@@ -88,7 +88,7 @@ def test_python_version_promises_agree():
     paths += glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
     paths += glob.glob(os.path.join(ROOT, "roles", "*", "README.md"))
     paths += glob.glob(os.path.join(ROOT, "plugins", "**", "*.py"), recursive=True)
-    paths += glob.glob(os.path.join(ROOT, "bin", "*"))
+    paths += [path for path in glob.glob(os.path.join(ROOT, "bin", "*")) if os.path.isfile(path)]
     wrong = []
     for path in sorted(paths):
         with open(path) as handle:
