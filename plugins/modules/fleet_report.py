@@ -22,7 +22,7 @@ description:
     (C(FLEET-UNREACHABLE), severity unknown). Nodes drained or down in Slurm (C(FLEET-SLURM-DRAINED), info when the
     health checks drained it, warning otherwise). A record that lacks a part (C(FLEET-RECORD-INCOMPLETE), unknown).
   - Compares the findings with the previous report (new, cleared and persisting, by node, code and target).
-  - Runs on the controller (C(delegate_to: localhost), C(run_once)). It never fails on odd records; it fails only
+  - Runs on the controller (delegate it to C(localhost), with C(run_once)). It never fails on odd records; it fails only
     when O(report_dir) cannot be written, before it writes anything.
 options:
   nodes:
