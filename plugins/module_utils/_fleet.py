@@ -84,7 +84,7 @@ def _dict(value):
     return value if isinstance(value, dict) else {}
 
 
-def _clean_findings(host, raw, problems):
+def _clean_findings(raw, problems):
     """The result's findings that have the finding shape; the others are counted into ``problems``."""
     found = []
     if raw is None:
@@ -102,7 +102,6 @@ def _clean_findings(host, raw, problems):
             bad += 1
     if bad:
         problems.append("%d finding(s) of result.findings without code or a known severity" % bad)
-    del host
     return found
 
 
@@ -195,7 +194,7 @@ def node_entry(host, record):
         if not isinstance(result, dict) or not result:
             problems.append("result is missing")
         else:
-            entry["findings"] = _clean_findings(host, result.get("findings"), problems)
+            entry["findings"] = _clean_findings(result.get("findings"), problems)
             entry["gpus"] = _clean_gpus(result.get("gpus"), problems)
             for key in ("level", "checked_at", "node"):
                 entry[key] = _text(result.get(key))
