@@ -84,16 +84,21 @@ def _dict(value):
     return value if isinstance(value, dict) else {}
 
 
+def _items(raw, name, problems):
+    """The list ``raw`` of the result's ``name``; [] with a problem said when it is there and not a list."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.append("result.%s is not a list" % name)
+        return []
+    return raw
+
+
 def _clean_findings(raw, problems):
     """The result's findings that have the finding shape; the others are counted into ``problems``."""
     found = []
-    if raw is None:
-        return found
-    if not isinstance(raw, list):
-        problems.append("result.findings is not a list")
-        return found
     bad = 0
-    for item in raw:
+    for item in _items(raw, "findings", problems):
         if isinstance(item, dict) and item.get("code") and item.get("severity") in ORDER:
             found.append({"check": str(item.get("check") or ""), "code": str(item["code"]),
                           "severity": item["severity"], "target": str(item.get("target") or "node"),
@@ -107,12 +112,7 @@ def _clean_findings(raw, problems):
 
 def _clean_gpus(raw, problems):
     gpus = []
-    if raw is None:
-        return gpus
-    if not isinstance(raw, list):
-        problems.append("result.gpus is not a list")
-        return gpus
-    for position, item in enumerate(raw):
+    for position, item in enumerate(_items(raw, "gpus", problems)):
         if not isinstance(item, dict):
             problems.append("result.gpus[%d] is not a dict" % position)
             continue
