@@ -116,6 +116,101 @@ def test_fail_on_refusal_fails_after_making_the_drains_it_may():
     assert result["drained"] == ["gpu01"] and fake.nodes["gpu01"]["state"] == "IDLE+DRAIN"
 
 
+def test_a_hostlist_is_expanded_and_names_given_twice_count_once():
+    fake = cluster(10)
+    result = run(fake, nodes=["gpu[01-02]", "gpu02", " gpu03 "], state="drain", reason="X", max_out_of_service=0.5)
+    assert result["drained"] == ["gpu01", "gpu02", "gpu03"] and len(fake.updates()) == 3
+    assert sorted(result["nodes"]) == ["gpu01", "gpu02", "gpu03"]
+
+
+def test_a_long_reason_is_cut_and_still_reads_back_as_ours():
+    fake = cluster()
+    first = run(fake, nodes=["gpu01"], state="drain", reason="GPU-XID-79 gpu3, " * 20)
+    assert first["drained"] == ["gpu01"] and len(fake.nodes["gpu01"]["reason"]) == 200
+    again = run(fake, nodes=["gpu01"], state="drain", reason="GPU-XID-79 gpu3, " * 20)
+    assert not again["changed"] and again["unchanged"] == ["gpu01"]
+
+
+def test_resume_ignores_the_reason_and_predicts_in_check_mode():
+    fake = cluster(gpu01=("DOWN+DRAIN+NOT_RESPONDING", HEALTH))
+    result = run(fake, check=True, nodes=["gpu01"], state="resume", reason="whatever")
+    assert result["changed"] and result["resumed"] == ["gpu01"] and fake.updates() == []
+    assert result["nodes"]["gpu01"] == {"state": "DOWN+NOT_RESPONDING", "reason": ""}
+    assert result["out_of_service"] == {"before": 1, "after": 1, "total": 10, "limit": 1}
+    assert result["diff"]["after"] == "gpu01 state=DOWN+NOT_RESPONDING reason=\n"
+
+
+# ---- waiting for jobs --------------------------------------------------------------------------------------------
+
+def test_wait_polls_squeue_until_the_drained_nodes_run_no_job(monkeypatch):
+    fake = clocked(monkeypatch, cluster(10, gpu02=("MIXED+DRAIN", HEALTH)))
+    fake.jobs = {"gpu[01-02]": 25, "gpu[05-06]": 1000}
+    result = run(fake, nodes=["gpu01", "gpu02"], state="drain", reason="GPU-XID-79 gpu3", wait=True,
+                 poll_interval=10, max_out_of_service=0.5)
+    assert result["drained"] == ["gpu01"] and result["unchanged"] == ["gpu02"] and result["busy"] == []
+    polls = [argv for argv in fake.calls if argv[0].endswith("squeue")]
+    assert polls[0] == ["/usr/bin/squeue", "-h", "-w", "gpu[01-02]", "-t", "RUNNING,COMPLETING", "-o", "%N"]
+    assert len(polls) == 4 and fake.clock == 30
+
+
+def test_busy_nodes_at_the_deadline_are_reported_never_killed(monkeypatch):
+    fake = clocked(monkeypatch, cluster(10))
+    fake.jobs = {"gpu01": 10 ** 6}
+    result = run(fake, nodes=["gpu01"], state="drain", reason="X", wait=True, wait_timeout=60, poll_interval=7)
+    assert not result["failed"] and result["busy"] == ["gpu01"] and fake.clock == 60
+    assert not any("scancel" in argv[0] or "cancel" in argv for argv in fake.calls)
+
+
+def test_a_failing_squeue_reports_every_waited_node_busy_with_a_warning(monkeypatch):
+    fake = clocked(monkeypatch, cluster(10))
+    fake.fail[("/usr/bin/squeue",)] = (1, "", "squeue: error: Unable to contact slurm controller\n")
+    result = run(fake, nodes=["gpu01"], state="drain", reason="X", wait=True, wait_timeout=20, poll_interval=10)
+    assert not result["failed"] and result["busy"] == ["gpu01"]
+    assert "Unable to contact slurm controller" in result["warnings"][0]
+
+
+def test_check_mode_with_wait_polls_once_and_sleeps_never():
+    fake = cluster(10)
+    fake.jobs = {"gpu01": 10 ** 6}
+    result = run(fake, check=True, nodes=["gpu01"], state="drain", reason="X", wait=True)
+    assert result["busy"] == ["gpu01"] and fake.updates() == []
+    assert len([argv for argv in fake.calls if argv[0].endswith("squeue")]) == 1
+
+
+def test_wait_needs_squeue_and_nothing_changes_without_it():
+    fake = cluster(10)
+    result = run_module(slurm_node_state, dict(nodes=["gpu01"], state="drain", reason="X", wait=True),
+                        run_command=fake, missing=("squeue",))
+    assert result["failed"] and "squeue" in result["msg"] and fake.calls == []
+
+
+# ---- what Slurm does not take ------------------------------------------------------------------------------------
+
+def test_a_failing_scontrol_update_fails_naming_the_node_after_trying_the_others():
+    fake = cluster(10)
+    fake.fail[("/usr/bin/scontrol", "update", "nodename=gpu01")] = (1, "", "slurm_update error: Access denied\n")
+    result = run(fake, nodes=["gpu01", "gpu02"], state="drain", reason="X", max_out_of_service=0.5)
+    assert result["failed"] and "drain gpu01: scontrol exited 1: slurm_update error: Access denied" in result["msg"]
+    assert fake.nodes["gpu02"]["state"] == "IDLE+DRAIN" and result["nodes"]["gpu01"]["state"] == "IDLE"
+    assert "gpu01 shows state IDLE" in result["msg"]
+
+
+def test_an_update_slurm_did_not_take_is_caught_by_the_read_back():
+    fake = cluster(10, gpu02=("IDLE+DRAIN", HEALTH))
+    fake.ignore_updates = True
+    drain = run(fake, nodes=["gpu01"], state="drain", reason="X", max_out_of_service=0.5)
+    assert drain["failed"] and "gpu01 shows state IDLE reason '' after drain" in drain["msg"]
+    resume = run(fake, nodes=["gpu02"], state="resume")
+    assert resume["failed"] and "gpu02 is still drained" in resume["msg"]
+
+
+def test_scontrol_show_failing_fails_before_any_change():
+    fake = cluster(10)
+    fake.fail[("/usr/bin/scontrol", "show")] = (1, "", "slurm_load_node error: Unable to contact slurm controller\n")
+    result = run(fake, nodes=["gpu01"], state="drain", reason="X")
+    assert result["failed"] and "Unable to contact slurm controller" in result["msg"] and fake.updates() == []
+
+
 # ---- check and diff mode -----------------------------------------------------------------------------------------
 
 def test_check_mode_computes_everything_and_changes_nothing():
