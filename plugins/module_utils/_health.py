@@ -745,7 +745,7 @@ def evaluate(snapshot, config, level, source):
     for name, failure in sorted((snapshot.get("failures") or {}).items()):
         unreadable.append({"input": name, "detail": "rc %s: %s" % (failure.get("rc"),
                                                                    checks.first_line(failure.get("stderr")))})
-    gpus = [{"index": g.get("index"), "bus_id": g.get("bus_id"), "uuid": g.get("uuid"), "name": g.get("name")}
+    gpus = [{key: g.get(key) for key in ("index", "bus_id", "uuid", "name", "serial", "vbios_version")}
             for g in ((snapshot.get("nvsmi") or {}).get("gpus") or [])]
     return {
         "status": checks.worst(findings),

@@ -8,60 +8,36 @@ Slurm runs the HealthCheckProgram as root on every node and does nothing with it
 drains the node itself. Rules:
 
 - An ``error`` drains the node with the fault codes as the reason, prefixed ``gpucluster-health:``.
-- A node drained or down for any other reason (an administrator, Slurm itself) is never touched.
+- A node drained, down or failing for any other reason (an administrator, Slurm itself) is never touched.
 - A node this program drained is resumed once the check is no longer ``error``; its reason is updated when the
   codes change.
 - ``unknown`` (inputs could not be read) neither drains nor resumes.
 - Circuit breaker: when more than ``max_drained_share`` of the cluster's nodes are already drained by health
   checks, no further node is drained (a shared cause, such as a bad driver roll-out or a fabric manager bug, must
   not empty the cluster); the refusal is reported.
+
+The marker, the states that count as out of service and the breaker's limit come from ``_slurm_nodes``, shared with
+the ``slurm_node_state`` module: a drain by either with owner ``health`` is one the other may resume. This wrapper
+counts only the nodes drained by health checks and refuses once they are more than the limit (each node decides
+alone, so it may make the count one over the limit); the module counts every node out of service for any reason
+and never passes the limit (docs/drain.md).
 """
 
 from __future__ import annotations
 
-REASON_PREFIX = "gpucluster-health:"
-REASON_MAX = 200
+from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_nodes
 
-
-def parse_scontrol_nodes(text):
-    """``scontrol show node -o`` (one node per line) -> [{"name", "state", "reason"}]."""
-    nodes = []
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line.startswith("NodeName="):
-            continue
-        fields = _fields(line)
-        nodes.append({"name": fields.get("NodeName", ""), "state": fields.get("State", ""),
-                      "reason": fields.get("Reason", "")})
-    return nodes
-
-
-def _fields(line):
-    """Split ``Key=value Key=value with spaces`` as scontrol -o prints it (Reason may hold spaces)."""
-    out = {}
-    key = None
-    for token in line.split(" "):
-        if "=" in token and token.split("=", 1)[0].isalnum():
-            key, value = token.split("=", 1)
-            out[key] = value
-        elif key is not None:
-            out[key] += " " + token
-    if "Reason" in out:
-        # scontrol appends " [user@time]" to the reason
-        reason = out["Reason"]
-        if reason.endswith("]") and " [" in reason:
-            reason = reason[:reason.rindex(" [")]
-        out["Reason"] = reason
-    return out
+REASON_PREFIX = _slurm_nodes.marker(_slurm_nodes.HEALTH_OWNER)
+parse_scontrol_nodes = _slurm_nodes.parse_scontrol_nodes
 
 
 def _drained(state):
-    return "DRAIN" in state.upper() or state.upper().startswith("DOWN")
+    return _slurm_nodes.out_of_service(state)
 
 
 def ours(node):
-    """Whether the node is drained by this program."""
-    return _drained(node["state"]) and node["reason"].startswith(REASON_PREFIX)
+    """Whether the node is drained by this program (or by slurm_node_state with owner health: the same marker)."""
+    return _slurm_nodes.ours(node, _slurm_nodes.HEALTH_OWNER)
 
 
 def drain_reason(findings):
@@ -73,8 +49,7 @@ def drain_reason(findings):
         part = "%s %s" % (item["code"], item["target"]) if item["target"] != "node" else item["code"]
         if part not in parts:
             parts.append(part)
-    reason = "%s %s" % (REASON_PREFIX, ", ".join(parts))
-    return reason if len(reason) <= REASON_MAX else reason[:REASON_MAX - 3] + "..."
+    return _slurm_nodes.slurm_reason(_slurm_nodes.HEALTH_OWNER, ", ".join(parts))
 
 
 def decide(result, node_name, nodes, max_drained_share=0.1):
@@ -94,9 +69,9 @@ def decide(result, node_name, nodes, max_drained_share=0.1):
         return ("update", reason) if me["reason"] != reason else ("none", "already drained: " + reason)
     if _drained(me["state"]):
         return "none", "drained or down by someone else (%s): not touching it" % (me["reason"] or me["state"])
-    drained_by_us = sum(1 for n in nodes if ours(n))
+    drained_by_us = _slurm_nodes.count_out(nodes, _slurm_nodes.HEALTH_OWNER)
     total = len(nodes)
-    if total and drained_by_us > max_drained_share * total:
+    if total and drained_by_us > _slurm_nodes.breaker_limit(total, max_drained_share):
         return "refuse", ("circuit breaker: %d of %d nodes are already drained by health checks, more than "
                           "%.0f%%: not draining %s; look for a cluster-wide cause (%s)" % (
                               drained_by_us, total, max_drained_share * 100, node_name, reason))

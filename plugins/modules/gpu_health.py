@@ -127,7 +127,7 @@ findings:
     message: {description: What is wrong., type: str, returned: always, sample: GPU 3 has row remappings pending}
     action: {description: What to do about it., type: str, returned: always, sample: reset the GPU}
 gpus:
-  description: The GPUs seen, with C(index), C(bus_id), C(uuid) and C(name).
+  description: The GPUs seen, with C(index), C(bus_id), C(uuid), C(name), C(serial) and C(vbios_version).
   returned: always
   type: list
   elements: dict

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpucluster.ops.plugins.module_utils import _health, _health_slurm
+from ansible_collections.gpucluster.ops.plugins.module_utils import _health, _health_slurm, _nvsmi
 from ansible_collections.gpucluster.ops.tests.gpusim import gpusim
 
 ENV = {"GPUSIM_NOW": "2026-11-30T07:00:00Z", "GPUSIM_HOSTNAME": "gpu-node-07"}
@@ -94,6 +94,18 @@ def test_replay_falls_back_to_text_then_csv_and_reports_missing_files(tmp_path):
     os.remove(os.path.join(bundle, "nvidia-smi-q.txt"))
     result, _runner = _health.run(config(), from_dir=bundle, use_state=False)
     assert len(result["gpus"]) == 8
+
+
+def test_result_gpus_carry_serial_and_vbios_for_the_rma_list(tmp_path):
+    """The fleet report's RMA list quotes each GPU's serial: the result's gpus carry it and the VBIOS version."""
+    bundle = make_bundle(tmp_path)
+    result, _runner = _health.run(config(), from_dir=bundle, use_state=False)
+    with open(os.path.join(bundle, "nvidia-smi-q.xml")) as handle:
+        parsed = _nvsmi.parse_query_xml(handle.read())["gpus"]
+    assert [(g["serial"], g["vbios_version"]) for g in result["gpus"]] == [
+        (g["serial"], g["vbios_version"]) for g in parsed]
+    assert all(g["serial"] and g["vbios_version"] == "96.00.99.00.01" for g in result["gpus"])
+    assert sorted(result["gpus"][0]) == ["bus_id", "index", "name", "serial", "uuid", "vbios_version"]
 
 
 def test_replay_of_a_missing_directory_is_an_error():

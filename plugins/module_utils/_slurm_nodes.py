@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Slurm nodes as the collection drains and resumes them: scontrol/squeue parsing, the drain marker, the breaker.
+
+Shared by the ``slurm_node_state`` module (run on the controller for many nodes) and the node-local health wrapper
+(``_health_slurm``, one node from its own HealthCheckProgram), so that both read states alike, write and recognise
+the same marker, and compute the circuit breaker's limit alike (docs/drain.md).
+
+- The marker: a drain's Slurm reason is ``gpucluster-<owner>: <reason>``; the owner ``health`` is the health
+  checks' (the wrapper's historical prefix ``gpucluster-health:``). A node is *ours* (an owner's) when it is out of
+  service and its reason starts with that owner's marker; nothing else is ever resumed.
+- Out of service: the base state is DOWN, or a DRAIN or FAIL flag is set (drained, draining, failing).
+- The breaker's limit: ``floor(share * total)`` nodes, ``total`` being every node ``scontrol show node -o`` lists.
+
+Standard library only: the wrapper runs on the nodes with the checker.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+HEALTH_OWNER = "health"
+OWNER_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
+REASON_MAX = 200            # characters of the Slurm reason kept (the rest is cut, ending in "...")
+_FORBIDDEN_IN_REASON = re.compile(r"[=\x00-\x1f\x7f]")
+
+
+def marker(owner=HEALTH_OWNER):
+    """The reason prefix of an owner: ``gpucluster-<owner>:``. Raises ValueError for a bad owner."""
+    if not isinstance(owner, str) or not OWNER_PATTERN.match(owner):
+        raise ValueError("owner %r must match %s" % (owner, OWNER_PATTERN.pattern))
+    return "gpucluster-%s:" % owner
+
+
+def reason_problem(text):
+    """Why ``text`` cannot be a drain reason (None when it can): empty, or a character scontrol -o cannot give back."""
+    if not isinstance(text, str) or not text.strip():
+        return "must not be empty"
+    if _FORBIDDEN_IN_REASON.search(text):
+        return "must not contain '=' or control characters (scontrol show node -o could not be read back)"
+    return None
+
+
+def slurm_reason(owner, text):
+    """The Slurm reason written for ``text``: the owner's marker, a blank, the text; cut to REASON_MAX."""
+    reason = "%s %s" % (marker(owner), text.strip())
+    return reason if len(reason) <= REASON_MAX else reason[:REASON_MAX - 3] + "..."
+
+
+# ---- scontrol show node -o ---------------------------------------------------------------------------------------
+
+def parse_scontrol_nodes(text):
+    """``scontrol show node -o`` (one node per line) -> [{"name", "state", "reason"}]."""
+    nodes = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line.startswith("NodeName="):
+            continue
+        fields = _fields(line)
+        nodes.append({"name": fields.get("NodeName", ""), "state": fields.get("State", ""),
+                      "reason": fields.get("Reason", "")})
+    return nodes
+
+
+def _fields(line):
+    """Split ``Key=value Key=value with spaces`` as scontrol -o prints it (Reason may hold spaces)."""
+    out = {}
+    key = None
+    for token in line.split(" "):
+        if "=" in token and token.split("=", 1)[0].isalnum():
+            key, value = token.split("=", 1)
+            out[key] = value
+        elif key is not None:
+            out[key] += " " + token
+    if "Reason" in out:
+        # scontrol appends " [user@time]" to the reason
+        reason = out["Reason"]
+        if reason.endswith("]") and " [" in reason:
+            reason = reason[:reason.rindex(" [")]
+        out["Reason"] = reason
+    return out
+
+
+def out_of_service(state):
+    """Whether a node in this scontrol state takes no new jobs: DOWN, or drained/draining, or failing."""
+    parts = (state or "").upper().replace("*", "").split("+")
+    return parts[0].startswith("DOWN") or any(p.startswith("DRAIN") or p.startswith("FAIL") for p in parts)
+
+
+def ours(node, owner=HEALTH_OWNER):
+    """Whether the node is out of service by this owner's doing (its reason carries the owner's marker)."""
+    return out_of_service(node["state"]) and node["reason"].startswith(marker(owner))
+
+
+def count_out(nodes, owner=None):
+    """How many of ``nodes`` are out of service: for any reason, or (``owner`` given) by that owner's doing."""
+    if owner is None:
+        return sum(1 for n in nodes if out_of_service(n["state"]))
+    return sum(1 for n in nodes if ours(n, owner))
+
+
+def breaker_limit(total, share):
+    """The most nodes of ``total`` that ``share`` (0-1) allows out of service: rounded down."""
+    return int(math.floor(share * total + 1e-9))
+
+
+def drained_state(state):
+    """The state scontrol shows once an in-service node in ``state`` is drained (a prediction for check mode)."""
+    return (state or "UNKNOWN") + "+DRAIN"
+
+
+def resumed_state(state):
+    """The state scontrol shows once a drained node in ``state`` is resumed (a prediction for check mode)."""
+    parts = [p for p in (state or "UNKNOWN").split("+") if not p.upper().startswith("DRAIN")]
+    return "+".join(parts) or "IDLE"
+
+
+# ---- squeue -h -w NODES -t RUNNING,COMPLETING -o %N --------------------------------------------------------------
+
+def squeue_argv(squeue, hostlist):
+    """The squeue command that lists the node lists of the running and completing jobs on ``hostlist``."""
+    return [squeue, "-h", "-w", hostlist, "-t", "RUNNING,COMPLETING", "-o", "%N"]
+
+
+def busy_nodes(text, names, expand):
+    """The names of ``names`` that a job of squeue's output (one node list per line) runs on, in their order."""
+    used = set()
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line:
+            used.update(expand(line))
+    return [n for n in names if n in used]
+
+
+def _now():
+    return time.monotonic()
+
+
+def _sleep(seconds):
+    time.sleep(seconds)
+
+
+def wait_idle(poll, names, timeout, interval):
+    """Poll ``poll() -> (busy names, error or None)`` until none of ``names`` is busy or ``timeout`` seconds passed.
+
+    Returns (busy at the end, the last error or None). Polls at least once; a poll that fails counts every node as
+    busy (it could not be told otherwise) and is retried at the next interval.
+    """
+    deadline = _now() + timeout
+    while True:
+        busy, error = poll()
+        if error is not None:
+            busy = list(names)
+        if not busy or _now() >= deadline:
+            return busy, error
+        _sleep(max(0, min(interval, deadline - _now())))
+
+
+# ---- the module's plan -------------------------------------------------------------------------------------------
+
+def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1):
+    """What to do with ``names`` (known to ``cluster``, scontrol's nodes) for ``state`` drain or resume.
+
+    Returns a dict: ``actions`` [(name, "drain"|"update"|"resume", slurm reason or None)] in the order given,
+    ``drained``, ``updated``, ``resumed``, ``unchanged`` (names), ``refused`` [{node, why}], ``not_ours`` [{node,
+    state, reason}], ``after`` {name: {state, reason}} (predicted), ``out_of_service`` {before, after, total, limit}.
+    """
+    by_name = dict((n["name"], n) for n in cluster)
+    total = len(cluster)
+    limit = breaker_limit(total, share)
+    before = out = count_out(cluster)
+    wanted = slurm_reason(owner, reason) if state == "drain" else None
+    result = dict(actions=[], drained=[], updated=[], resumed=[], unchanged=[], refused=[], not_ours=[], after={})
+    for name in names:
+        node = by_name[name]
+        after = dict(state=node["state"], reason=node["reason"])
+        if ours(node, owner):
+            if state == "resume":
+                result["actions"].append((name, "resume", None))
+                result["resumed"].append(name)
+                after = dict(state=resumed_state(node["state"]), reason="")
+            elif node["reason"] != wanted:
+                result["actions"].append((name, "update", wanted))
+                result["updated"].append(name)
+                after["reason"] = wanted
+            else:
+                result["unchanged"].append(name)
+        elif out_of_service(node["state"]):
+            result["not_ours"].append(dict(node=name, state=node["state"], reason=node["reason"]))
+        elif state == "resume":
+            result["unchanged"].append(name)
+        elif out + 1 > limit:
+            result["refused"].append(dict(node=name, why=(
+                "circuit breaker: %d of the cluster's %d nodes are out of service (for any reason) and at most %d "
+                "may be (max_out_of_service %s); look for a cluster-wide cause before draining more"
+                % (out, total, limit, share))))
+        else:
+            out += 1
+            result["actions"].append((name, "drain", wanted))
+            result["drained"].append(name)
+            after = dict(state=drained_state(node["state"]), reason=wanted)
+        result["after"][name] = after
+    predicted = [dict(by_name[n], **result["after"].get(n, {})) for n in by_name]
+    result["out_of_service"] = dict(before=before, after=count_out(predicted), total=total, limit=limit)
+    return result
+
+
+def update_argv(scontrol, name, action, reason=None):
+    """The scontrol command that carries out one action on one node."""
+    if action in ("drain", "update"):
+        return [scontrol, "update", "nodename=%s" % name, "state=drain", "reason=%s" % reason]
+    if action == "resume":
+        return [scontrol, "update", "nodename=%s" % name, "state=resume"]
+    raise ValueError("unknown action %r" % (action,))
