@@ -270,3 +270,12 @@ def test_the_circuit_breaker_refuses_drains_past_its_share(tmp_path, bundles):
     assert sweep.slurm()["gpu01"] == ("IDLE+DRAIN", "operator: cable swap")
     shown = out.split("what the circuit breaker refused")[1]
     assert "gpu02" in shown.split("refused:")[1], out
+
+
+def test_the_sweeps_fallbacks_are_the_health_check_roles_defaults():
+    """Where the inventory does not say, the sweep looks for the checker where the health_check role puts it."""
+    with open(os.path.join(ROOT, "playbooks", "vars", "health_sweep.yml")) as handle:
+        fallbacks = yaml.safe_load(handle)["__health_sweep_role_defaults"]
+    with open(os.path.join(ROOT, "roles", "health_check", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert fallbacks == {key: defaults[key] for key in fallbacks}
