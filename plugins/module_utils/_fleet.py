@@ -84,16 +84,21 @@ def _dict(value):
     return value if isinstance(value, dict) else {}
 
 
-def _clean_findings(host, raw, problems):
+def _items(raw, name, problems):
+    """The list ``raw`` of the result's ``name``; [] with a problem said when it is there and not a list."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.append("result.%s is not a list" % name)
+        return []
+    return raw
+
+
+def _clean_findings(raw, problems):
     """The result's findings that have the finding shape; the others are counted into ``problems``."""
     found = []
-    if raw is None:
-        return found
-    if not isinstance(raw, list):
-        problems.append("result.findings is not a list")
-        return found
     bad = 0
-    for item in raw:
+    for item in _items(raw, "findings", problems):
         if isinstance(item, dict) and item.get("code") and item.get("severity") in ORDER:
             found.append({"check": str(item.get("check") or ""), "code": str(item["code"]),
                           "severity": item["severity"], "target": str(item.get("target") or "node"),
@@ -102,18 +107,12 @@ def _clean_findings(host, raw, problems):
             bad += 1
     if bad:
         problems.append("%d finding(s) of result.findings without code or a known severity" % bad)
-    del host
     return found
 
 
 def _clean_gpus(raw, problems):
     gpus = []
-    if raw is None:
-        return gpus
-    if not isinstance(raw, list):
-        problems.append("result.gpus is not a list")
-        return gpus
-    for position, item in enumerate(raw):
+    for position, item in enumerate(_items(raw, "gpus", problems)):
         if not isinstance(item, dict):
             problems.append("result.gpus[%d] is not a dict" % position)
             continue
@@ -195,7 +194,7 @@ def node_entry(host, record):
         if not isinstance(result, dict) or not result:
             problems.append("result is missing")
         else:
-            entry["findings"] = _clean_findings(host, result.get("findings"), problems)
+            entry["findings"] = _clean_findings(result.get("findings"), problems)
             entry["gpus"] = _clean_gpus(result.get("gpus"), problems)
             for key in ("level", "checked_at", "node"):
                 entry[key] = _text(result.get(key))

@@ -130,8 +130,11 @@ def _grid(report, order):
                         _e(entry["host"]), _e(entry["status"]), _e(SEVERITY_LABEL.get(entry["status"])),
                         _e(entry["node_status"]), _e(SEVERITY_LABEL.get(entry["node_status"])),
                         _e(entry["group"] or "-"), _e(slurm.get("state") or "-"), "".join(cells)))
-    return ('<table class="grid" id="grid"><thead><tr><th>node</th><th>status</th><th>node</th><th>group</th>'
-            '<th>Slurm</th>%s</tr></thead><tbody>%s</tbody></table>' % (head, "".join(rows)))
+    return ('<p>One row per node, worst first; a GPU cell has the colour of its worst finding (hover over it for the '
+            'serial, UUID and codes); <i>node-wide</i> is the worst finding about the node itself (driver, fabric, '
+            'InfiniBand, drift, Slurm).</p><table class="grid" id="grid"><thead><tr><th>node</th><th>status</th>'
+            '<th>node-wide</th><th>group</th><th>Slurm</th>%s</tr></thead><tbody>%s</tbody></table>'
+            % (head, "".join(rows)))
 
 
 def _ok(status):

@@ -60,18 +60,12 @@ options:
   created_at:
     description: The report's time (ISO 8601, UTC); by default now. Fixed times make reports comparable in tests.
     type: str
+extends_documentation_fragment:
+  - gpucluster.ops.attributes.node_reader
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Builds the whole report and returns it, and writes nothing; RV(files) says where it would write.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: N/A
-    platforms: posix
 seealso:
   - module: gpucluster.ops.gpu_health
 """

@@ -143,7 +143,7 @@ refused:
   elements: dict
   sample: [{node: gpu09, why: "circuit breaker: 2 of the cluster's 16 nodes are out of service ..."}]
 busy:
-  description: Nodes drained by the owner that still ran a job when O(wait) ended (in check mode, that run one now).
+  description: Nodes drained by the owner that still ran a job when O(wait) ended (in check mode, those running one now).
   returned: always
   type: list
   elements: str
@@ -175,14 +175,18 @@ ENVIRON = {"LC_ALL": "C", "LANG": "C"}
 
 def _names(module, items):
     names = []
+    seen = set()
     for item in items:
-        try:
-            expanded = _hostlist.expand(item.strip())
-        except _hostlist.HostlistError as exc:
-            module.fail_json(msg="nodes: %r is not a node name or hostlist: %s" % (item, exc))
+        problem = _hostlist.check(item.strip())
+        if problem:
+            module.fail_json(msg="nodes: %r is not a node name or hostlist: %s" % (item, problem))
+        expanded = _hostlist.expand(item.strip())
         if not expanded:
             module.fail_json(msg="nodes: %r names no node" % (item,))
-        names.extend(n for n in expanded if n not in names)
+        for name in expanded:
+            if name not in seen:
+                seen.add(name)
+                names.append(name)
     if not names:
         module.fail_json(msg="nodes is empty: name at least one node")
     return names
