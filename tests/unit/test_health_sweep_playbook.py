@@ -279,3 +279,17 @@ def test_the_sweeps_fallbacks_are_the_health_check_roles_defaults():
     with open(os.path.join(ROOT, "roles", "health_check", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     assert fallbacks == {key: defaults[key] for key in fallbacks}
+
+
+@pytest.mark.parametrize("method", ["auto", "module"])
+def test_a_node_the_checker_cannot_check_is_unknown_with_the_reason(tmp_path, bundles, method):
+    sweep = Sweep(tmp_path, bundles, hosts=("gpu01", "gpu02"))
+    inventory = yaml.safe_load(sweep.inventory.read_text())
+    inventory["all"]["children"]["gpu_nodes"]["hosts"]["gpu01"]["health_check_thresholds"] = {"no_such_limit": 1}
+    sweep.inventory.write_text(yaml.safe_dump(inventory))
+    rc, out = sweep.run({"health_sweep_report_dir": "reports/bad-config", "health_sweep_method": method})
+    assert rc == 0, out
+    node = sweep.report("bad-config")["nodes"]["gpu01"]
+    assert node["status"] == "unknown", node
+    assert "no_such_limit" in node["error"], node
+    assert sweep.report("bad-config")["nodes"]["gpu02"]["status"] == "error"
