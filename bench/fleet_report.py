@@ -45,8 +45,8 @@ def best(repeat, work):
 def bare_grid(report):
     rows = []
     for entry in report["nodes"].values():
-        rows.append("<tr><td>%s</td>%s</tr>" % (entry["host"], "".join('<td class="s-%s"></td>' % g["status"]
-                                                                      for g in entry["gpus"])))
+        cells = "".join('<td class="s-%s"></td>' % g["status"] for g in entry["gpus"])
+        rows.append("<tr><td>%s</td>%s</tr>" % (entry["host"], cells))
     return "<!DOCTYPE html><table>%s</table>" % "".join(rows)
 
 

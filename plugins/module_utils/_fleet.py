@@ -22,7 +22,7 @@ import os
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
-from ansible_collections.gpucluster.ops.plugins.module_utils._health_slurm import REASON_PREFIX
+from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_nodes
 
 SCHEMA_VERSION = 1
 REPORT_FILE = "fleet.json"
@@ -51,7 +51,6 @@ VERSION_KEYS = (
 LIST_KEYS = ("vbios_versions", "ib_fw_versions")
 SOURCES = ("cli", "module", "replay")
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
-_SLURM_OUT = ("drain", "down", "fail")
 
 
 def rank(severity):
@@ -152,13 +151,10 @@ def gpu_indexes(finding, gpus):
 def _slurm_finding(host, slurm):
     state = _text(slurm.get("state")) or ""
     reason = _text(slurm.get("reason")) or ""
-    words = set(re.split(r"[^a-z]+", state.lower()))
-    out = [word for word in _SLURM_OUT if any(w.startswith(word) for w in words)]
-    if not out:
+    if not _slurm_nodes.out_of_service(state):
         return None
     name = _text(slurm.get("name")) or host
-    ours = reason.startswith(REASON_PREFIX)
-    if ours:
+    if _slurm_nodes.ours({"state": state, "reason": reason}):
         return _finding(host, "FLEET-SLURM-DRAINED", "info",
                         "Slurm node %s is %s by the health checks: %s" % (name, state, reason),
                         "the health sweep (health_sweep_drain) resumes it once it checks healthy")

@@ -21,6 +21,8 @@ import json
 from ansible_collections.gpucluster.ops.plugins.module_utils import _fleet
 
 SEVERITY_LABEL = {"ok": "OK", "info": "info", "warning": "warning", "error": "error", "unknown": "unknown"}
+# What a GPU cell shows besides its colour, for readers who do not tell the colours apart.
+MARK = {"ok": "", "info": "i", "warning": "W", "error": "E", "unknown": "?"}
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1em 2em;color:#1b1b1b;background:#fff}
@@ -121,7 +123,7 @@ def _grid(report, order):
                 cells.append('<td class="g s-none" title="no GPU %d"></td>' % n)
             else:
                 cells.append('<td class="g s-%s" data-gpu="%d" title="%s">%s</td>' % (
-                    _e(gpu["status"]), n, _e(_gpu_title(entry, gpu)), "" if gpu["status"] == "ok" else "!"))
+                    _e(gpu["status"]), n, _e(_gpu_title(entry, gpu)), MARK[gpu["status"]]))
         slurm = entry.get("slurm") or {}
         rows.append('<tr data-host="%s" data-status="%s" data-search="%s"><td class="h"><a href="#n-%s">%s</a></td>'
                     '<td class="s-%s">%s</td><td class="s-%s" data-cell="node" title="node-level findings">%s</td>'
@@ -131,8 +133,8 @@ def _grid(report, order):
                         _e(entry["node_status"]), _e(SEVERITY_LABEL.get(entry["node_status"])),
                         _e(entry["group"] or "-"), _e(slurm.get("state") or "-"), "".join(cells)))
     return ('<p>One row per node, worst first; a GPU cell has the colour of its worst finding (hover over it for the '
-            'serial, UUID and codes); <i>node-wide</i> is the worst finding about the node itself (driver, fabric, '
-            'InfiniBand, drift, Slurm).</p><table class="grid" id="grid"><thead><tr><th>node</th><th>status</th>'
+            'serial, UUID and codes; E error, ? unknown, W warning, i info); <i>node-wide</i> is the worst finding '
+            'about the node itself (driver, fabric, InfiniBand, drift, Slurm).</p><table class="grid" id="grid"><thead><tr><th>node</th><th>status</th>'
             '<th>node-wide</th><th>group</th><th>Slurm</th>%s</tr></thead><tbody>%s</tbody></table>'
             % (head, "".join(rows)))
 

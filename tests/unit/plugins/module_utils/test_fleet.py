@@ -300,8 +300,8 @@ def test_any_records_give_a_report_and_a_page_never_an_exception(nodes, previous
 
 def test_the_page_is_self_contained_and_escapes_what_nodes_say():
     nodes = fr.three_nodes()
-    nodes["gpu01"]["result"]["findings"] = [fr.finding("GPU-TEMP-HIGH", "warning", "gpu1",
-                                                        '<script>alert("x")</script> & "quotes"')]
+    said = '<script>alert("x")</script> & "quotes"'
+    nodes["gpu01"]["result"]["findings"] = [fr.finding("GPU-TEMP-HIGH", "warning", "gpu1", said)]
     nodes["gpu01"]["result"]["status"] = "warning"
     page = _fleet_html.render(build(nodes, options={"level": "standard", "started": "2026-12-01T16:59:00Z"}))
     assert '<script>alert("x")' not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp;" in page
@@ -318,6 +318,6 @@ def test_the_page_for_400_nodes_of_8_gpus_is_under_2_mb():
     unreachable = [h for h, e in report["nodes"].items() if not e["reachable"]]
     assert page.count('<tr data-host="') == 400 and page.count('data-gpu="') == 8 * (400 - len(unreachable))
     assert report["summary"]["nodes"] == 400 and report["summary"]["unreachable"] == len(unreachable) == 3
-    assert {f["code"] for f in report["fleet_findings"]} >= {"FLEET-DRIFT-DRIVER", "FLEET-UNREACHABLE",
-                                                              "FLEET-SLURM-DRAINED"}
+    codes = {f["code"] for f in report["fleet_findings"]}
+    assert codes >= {"FLEET-DRIFT-DRIVER", "FLEET-UNREACHABLE", "FLEET-SLURM-DRAINED"}
     assert os.path.basename(_fleet.HTML_FILE) == "fleet.html"

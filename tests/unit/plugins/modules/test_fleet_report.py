@@ -34,8 +34,8 @@ def test_writes_json_html_and_csv_and_returns_the_summary(tmp_path):
     assert result["rma"][0]["serial"] == fr.gpus("gpu02")[3]["serial"]
     assert [(f["code"], f["severity"], f["target"]) for f in result["fleet_findings"]] == [
         ("FLEET-SLURM-DRAINED", "info", "gpu02")]
-    assert result["diff"]["compared"] is False and result["diff"]["counts"] == {"new": 2, "cleared": 0,
-                                                                                 "persisting": 0}
+    assert result["diff"]["compared"] is False
+    assert result["diff"]["counts"] == {"new": 2, "cleared": 0, "persisting": 0}
     with open(result["files"]["json"]) as handle:
         document = json.load(handle)
     assert document["schema_version"] == 1 and document["created_at"] == CREATED
@@ -127,8 +127,8 @@ def test_odd_records_never_fail_the_module(tmp_path):
 def test_a_record_from_the_checker_on_a_simulated_node(tmp_path):
     """The record's result is what the checker returns for a simulated 8x H100 node with a row remap failure."""
     bundle = str(tmp_path / "bundle")
-    argv = ["gpusim", "bundle", bundle, "--profile", os.path.join(os.path.dirname(gpusim.__file__), "profiles",
-                                                                 "h100-sxm-8.json"), "--fault", "row_remap_failure:gpu=5"]
+    profile = os.path.join(os.path.dirname(gpusim.__file__), "profiles", "h100-sxm-8.json")
+    argv = ["gpusim", "bundle", bundle, "--profile", profile, "--fault", "row_remap_failure:gpu=5"]
     assert gpusim.main(argv, env={"GPUSIM_NOW": "2026-11-30T07:00:00Z", "GPUSIM_HOSTNAME": "gpu02"})[0] == 0
     result, _runner = _health.run(_health.load_config(None, {"node": "gpu02"}), from_dir=bundle, use_state=False)
     nodes = fr.three_nodes()
