@@ -11,7 +11,7 @@ for Slurm on the controller (localhost), and an unreachable host stands for a no
 - With health_sweep_drain the faulty node is drained with the node-local wrapper's reason (its codes and targets);
   once healthy it is resumed; --check changes nothing and writes nothing.
 
-The cluster test (molecule/cluster-shared/tests/test_6_health_sweep.py) runs the same sweep against real Slurm.
+The cluster test (molecule/cluster-shared/tests/test_5_health_sweep.py) runs the same sweep against real Slurm.
 """
 
 import json
