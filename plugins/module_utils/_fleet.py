@@ -442,7 +442,8 @@ def table(report):
             if rank(item["severity"]) >= rank("warning") and item["code"] not in codes:
                 codes.append(item["code"])
         lines.append("%s %s %s" % (entry["host"], entry["status"].upper(), " ".join(codes)))
-    lines.append("%d nodes OK" % (len(report["nodes"]) - len(bad)))
+    ok = len(report["nodes"]) - len(bad)
+    lines.append("%d node%s OK" % (ok, "" if ok == 1 else "s"))
     return lines
 
 

@@ -71,7 +71,7 @@ def test_the_newest_sibling_report_is_the_previous_one(tmp_path):
         ("gpu02", "FLEET-SLURM-DRAINED"), ("gpu02", "GPU-ROW-REMAP-FAILURE")]
     assert result["summary"]["unknown"] == 1 and result["summary"]["unreachable"] == 1
     assert result["table"] == ["gpu02 ERROR GPU-ROW-REMAP-FAILURE", "gpu03 UNKNOWN FLEET-UNREACHABLE",
-                               "1 nodes OK"]
+                               "1 node OK"]
 
 
 def test_previous_option_names_the_report_and_a_bad_one_is_a_note(tmp_path):
