@@ -10,7 +10,16 @@ the DRAIN flag, a resume drops it and the reason, as slurmctld does) and ``squeu
 RUNNING,COMPLETING -o %N`` (the node list of every job still running on one of the nodes). ``sleep`` advances the
 clock, so a test patches ``_slurm_nodes._sleep``/``_now`` with ``sleep``/``now``. ``fail`` maps an argv prefix
 (tuple) to (rc, stdout, stderr) to answer instead; ``ignore_updates`` makes updates exit 0 and change nothing.
+
+Reservations (``FakeSlurm.add_reservation``, ``reservations``): ``scontrol show reservation -o`` in the shape of
+``version`` (``"22.05"`` prints ``Watts=n/a``; ``"24.11"`` does not, and drops IGNORE_JOBS on any update, as the
+real 24.11 does), ``No reservations in the system`` when there is none; ``scontrol create reservation``, ``scontrol
+update reservationname=...`` (``flags+=``/``flags-=``, ``starttime=now``; a started reservation refuses a new start)
+and ``scontrol delete reservationname=...`` with Slurm's messages. ``resv_now`` is the controller's clock (a naive
+datetime); ``ignore_updates`` makes create/update/delete exit 0 and change nothing too.
 """
+
+import datetime
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _hostlist
 
@@ -26,6 +35,10 @@ class FakeSlurm(object):
         self.calls = []
         self.fail = {}
         self.ignore_updates = False
+        self.reservations = {}
+        self.resv_order = []
+        self.version = "22.05"
+        self.resv_now = datetime.datetime(2026, 12, 1, 10, 0, 0)
 
     # -- the clock -----------------------------------------------------------------------------------------------
     def now(self):
@@ -50,6 +63,14 @@ class FakeSlurm(object):
         program = argv[0].rsplit("/", 1)[-1]
         if program == "scontrol" and argv[1:] == ["show", "node", "-o"]:
             return 0, self._show(), ""
+        if program == "scontrol" and argv[1:] == ["show", "reservation", "-o"]:
+            return 0, self._show_reservations(), ""
+        if program == "scontrol" and argv[1:3] == ["create", "reservation"]:
+            return self._create_reservation(argv[3:])
+        if program == "scontrol" and argv[1] == "update" and argv[2].startswith("reservationname="):
+            return self._update_reservation(argv[2:])
+        if program == "scontrol" and argv[1] == "delete":
+            return self._delete_reservation(argv[2:])
         if program == "scontrol" and argv[1] == "update":
             return self._update(dict(a.split("=", 1) for a in argv[2:]))
         if program == "squeue":
@@ -94,3 +115,141 @@ class FakeSlurm(object):
         lines = [hostlist for hostlist, end in self.jobs.items()
                  if end > self.clock and wanted & set(_hostlist.expand(hostlist))]
         return 0, "".join(line + "\n" for line in lines), ""
+
+    # -- reservations --------------------------------------------------------------------------------------------
+    def add_reservation(self, name, start, end, nodes="", node_count=None, flags="", users="", accounts="",
+                        partition=""):
+        """A reservation as Slurm holds it: times ``YYYY-MM-DDTHH:MM:SS``, lists as comma strings."""
+        self.reservations[name] = dict(start=start, end=end, nodes=nodes, flags=flags, users=users,
+                                       accounts=accounts, partition=partition,
+                                       count=node_count if node_count is not None else len(_hostlist.expand(nodes)))
+        if name not in self.resv_order:
+            self.resv_order.append(name)
+
+    def resv_changes(self):
+        """The reservation commands that change something, as argv lists without the program."""
+        return [argv[1:] for argv in self.calls if argv[1:2] in (["create"], ["delete"])
+                or argv[1:2] == ["update"] and argv[2].startswith("reservationname=")]
+
+    @staticmethod
+    def _time(text):
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S")
+
+    def _show_reservations(self):
+        if not self.resv_order:
+            return "No reservations in the system\n"
+        lines = []
+        for name in self.resv_order:
+            r = self.reservations[name]
+            start, end = self._time(r["start"]), self._time(r["end"])
+            seconds = int((end - start).total_seconds())
+            days, rest = divmod(seconds, 86400)
+            duration = "%02d:%02d:%02d" % (rest // 3600, rest % 3600 // 60, rest % 60)
+            state = "ACTIVE" if start <= self.resv_now < end else "INACTIVE"
+            lines.append(
+                "ReservationName=%s StartTime=%s EndTime=%s Duration=%s Nodes=%s NodeCnt=%d CoreCnt=%d "
+                "Features=(null) PartitionName=%s Flags=%s TRES=cpu=%d Users=%s Groups=(null) Accounts=%s "
+                "Licenses=(null) State=%s BurstBuffer=(null) %sMaxStartDelay=(null)"
+                % (name, r["start"], r["end"], ("%d-" % days if days else "") + duration, r["nodes"] or "(null)",
+                   r["count"], 128 * r["count"], r["partition"] or "(null)", r["flags"], 128 * r["count"],
+                   r["users"] or "(null)", r["accounts"] or "(null)", state,
+                   "Watts=n/a " if self.version == "22.05" else ""))
+        return "\n".join(lines) + "\n"
+
+    def _args(self, tail):
+        args = []
+        for item in tail:
+            key, value = item.split("=", 1)
+            args.append((key.lower(), value))
+        return args
+
+    def _apply(self, r, args, creating):
+        """Apply ``key=value`` arguments to reservation ``r``; return an error message or None."""
+        duration = None
+        for key, value in args:
+            if key == "starttime":
+                if not creating and self._time(r["start"]) <= self.resv_now:
+                    return "Error updating the reservation: Reservation already started"
+                r["start"] = self.resv_now.strftime("%Y-%m-%dT%H:%M:%S") if value == "now" else value
+            elif key == "endtime":
+                r["end"] = value
+            elif key == "duration":
+                parts = value.split("-")
+                hours, minutes, seconds = (int(p) for p in parts[-1].split(":"))
+                duration = (int(parts[0]) * 24 if len(parts) > 1 else 0) * 3600 + hours * 3600 + minutes * 60 + seconds
+            elif key == "nodes":
+                r["nodes"] = _hostlist.fold(_hostlist.expand(value))
+                r["count"] = len(_hostlist.expand(value))
+                if "SPEC_NODES" not in r["flags"].split(","):
+                    r["flags"] = ",".join([f for f in r["flags"].split(",") if f] + ["SPEC_NODES"])
+            elif key == "nodecnt":
+                r["count"] = int(value)
+                r["nodes"] = _hostlist.fold(self.order[:int(value)])
+            elif key.startswith("flags"):
+                given = [f.upper() for f in value.split(",")]
+                bad = [f for f in given if f not in _FLAGS]
+                if bad:
+                    return "scontrol: error: Error parsing flags %s.  No reservation created." % value
+                have = [f for f in r["flags"].split(",") if f]
+                if key == "flags-":
+                    have = [f for f in have if f not in given]
+                else:
+                    have = [f for f in have if f != "SPEC_NODES"] + [f for f in given if f not in have]
+                    have += ["SPEC_NODES"] if "SPEC_NODES" in r["flags"].split(",") else []
+                r["flags"] = ",".join(have)
+            elif key in ("users", "accounts"):
+                r[key] = value
+            elif key == "partitionname":
+                r["partition"] = value
+            elif key != "reservationname":
+                raise AssertionError("the fake Slurm does not know the reservation argument %r" % key)
+        if duration is not None:
+            r["end"] = (self._time(r["start"]) + datetime.timedelta(seconds=duration)).strftime("%Y-%m-%dT%H:%M:%S")
+        if not r["users"] and not r["accounts"]:
+            return "Error creating the reservation: Invalid user id"
+        return None
+
+    def _create_reservation(self, tail):
+        args = self._args(tail)
+        name = dict(args)["reservationname"]
+        if name in self.reservations:
+            return 1, "", "Error creating the reservation: Duplicate reservation name\n"
+        r = dict(start="", end="", nodes="", flags="", users="", accounts="", partition="", count=0)
+        problem = self._apply(r, args, True)
+        if problem:
+            return 1, "", problem + "\n"
+        if r["nodes"] and "SPEC_NODES" not in r["flags"].split(",") and "nodecnt" not in dict(args):
+            r["flags"] = ",".join([f for f in r["flags"].split(",") if f] + ["SPEC_NODES"])
+        if not self.ignore_updates:
+            self.reservations[name] = r
+            self.resv_order.append(name)
+        return 0, "Reservation created: %s\n" % name, ""
+
+    def _update_reservation(self, tail):
+        args = self._args(tail)
+        name = dict(args)["reservationname"]
+        if name not in self.reservations:
+            return 1, "", "Error updating the reservation: Requested reservation is invalid\n"
+        r = dict(self.reservations[name])
+        problem = self._apply(r, args, False)
+        if problem:
+            return 1, "", problem + "\n" + "slurm_update error: " + problem.split(": ", 1)[1] + "\n"
+        if self.version != "22.05":
+            r["flags"] = ",".join(f for f in r["flags"].split(",") if f and f != "IGNORE_JOBS")
+        if not self.ignore_updates:
+            self.reservations[name] = r
+        return 0, "Reservation updated.\n", ""
+
+    def _delete_reservation(self, tail):
+        name = dict(self._args(tail))["reservationname"]
+        if name not in self.reservations:
+            return 1, "", "delete_reservation reservationname=%s: Requested reservation is invalid\n" % name
+        if not self.ignore_updates:
+            del self.reservations[name]
+            self.resv_order.remove(name)
+        return 0, "", ""
+
+
+_FLAGS = ("ANY_NODES", "DAILY", "FIRST_CORES", "FLEX", "HOURLY", "IGNORE_JOBS", "LICENSE_ONLY", "MAGNETIC", "MAINT",
+          "NO_HOLD_JOBS_AFTER_END", "OVERLAP", "PART_NODES", "PURGE_COMP", "REPLACE", "REPLACE_DOWN", "STATIC_ALLOC",
+          "TIME_FLOAT", "USER_DELETE", "WEEKDAY", "WEEKEND", "WEEKLY", "SPEC_NODES")
