@@ -336,8 +336,9 @@ def update_args(current, want, differ):
 
 def predict(current, want, now):
     """The reservation as Slurm should show it after the change (check mode's answer; None where Slurm chooses)."""
-    after = dict(current) if current else dict(name=want["name"], flags=[], users=[], accounts=[], partition=None,
-                                                  state="INACTIVE", nodes=None, node_list=None, node_count=None)
+    blank = dict(name=want["name"], flags=[], users=[], accounts=[], partition=None, state="INACTIVE", nodes=None,
+                 node_list=None, node_count=None)
+    after = dict(current) if current else blank
     if want["start_time"] != "now":
         after["start_time"] = want["start_time"]
     elif current is None or not started(current, now):

@@ -104,7 +104,7 @@ EXAMPLES = r"""
 - name: Reserve the rack for four hours of maintenance from now, running jobs or not
   gpucluster.ops.slurm_reservation:
     name: maint-rack3
-    nodes: [rack3-gpu[01-16]]
+    nodes: ["rack3-gpu[01-16]"]
     start_time: now
     duration: 4h
     flags: [maint, ignore_jobs]
@@ -279,8 +279,8 @@ def main():
         module.fail_json(msg="scontrol %s exited %d: %s" % (tail[0], rc, said), **result)
     problems = _taken(back, want)
     if problems:
-        module.fail_json(msg="Slurm did not take the change of reservation %s: %s" % (module.params["name"],
-                                                                                     problems), **result)
+        module.fail_json(msg="Slurm did not take the change of reservation %s: %s"
+                         % (module.params["name"], problems), **result)
     module.exit_json(**result)
 
 
@@ -291,7 +291,9 @@ def _taken(back, want):
     if back is None:
         return "it is not listed"
     wanted = dict(want, nodes=want["node_list"] and _hostlist.fold(want["node_list"]))
-    return "; ".join("%s is %r, not %r" % (key, back[key], wanted[key]) for key in resv.differences(back, want, _now()))
+    return "; ".join("%s is %r, not %r" % (key, back[key], wanted[key])
+                     for key in resv.differences(back, want, _now()))
+
 
 if __name__ == "__main__":
     main()
