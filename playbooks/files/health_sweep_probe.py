@@ -10,7 +10,10 @@ the controller, and read the versions the fleet compares (the GPU stack's local 
 
 The one argument is a JSON object: ``cli`` (the checker), ``config_file`` (its config on the node), ``level``,
 ``run_checker`` (false: only tell whether the checker is there and read the versions), ``from_dir`` (a bundle to
-replay, with ``config``: the checker's config as a mapping, given on stdin), ``timeout_s``.
+replay, with ``config``: the checker's config as a mapping, given on stdin), ``timeout_s``, and for the monthly
+maintenance's preflight ``tools`` (names of the checker's sources, such as ``dcgmi``, each resolved on the node from
+the config's sources, else from ``sources`` (the inventory's health_check_sources), else the program's name); the
+answer then also holds the config's ``thresholds``.
 """
 
 import glob
@@ -64,6 +67,34 @@ def checker(args, out):
     out["result"] = result
 
 
+def read_config(args):
+    """The checker's config on the node as a mapping, or None when there is none or it cannot be read."""
+    try:
+        with open(args["config_file"]) as handle:
+            config = json.load(handle)
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def config_sources(args):
+    """The config's sources (a mapping, empty when there is none)."""
+    sources = (read_config(args) or {}).get("sources")
+    return sources if isinstance(sources, dict) else {}
+
+
+def tools(args):
+    """{name: {"path": what the config names, "found": the program's full path or None}} for ``args["tools"]``."""
+    sources = dict(args.get("sources") or {})
+    sources.update(config_sources(args))
+    found = {}
+    for name in args.get("tools") or []:
+        path = str(sources.get(name) or name)
+        resolved = shutil.which(path)
+        found[name] = {"path": path, "found": resolved}
+    return found
+
+
 def stack(from_dir):
     """The installed GPU stack (the roles' local fact), or None."""
     if from_dir or not os.access(STACK_FACT, os.X_OK):
@@ -90,11 +121,7 @@ def ib_firmware(args):
         root = os.path.join(args["from_dir"], "sys-class-infiniband")
     else:
         root = SYS_CLASS_INFINIBAND
-        try:
-            with open(args["config_file"]) as handle:
-                root = (json.load(handle).get("sources") or {}).get("sys_class_infiniband") or root
-        except (IOError, OSError, ValueError, AttributeError, TypeError):
-            pass
+        root = config_sources(args).get("sys_class_infiniband") or root
     firmware = {}
     for path in sorted(glob.glob(os.path.join(root, "*", "fw_ver"))):
         try:
@@ -119,6 +146,10 @@ def main():
         out["error"] = "health_sweep_from_dir %s is not a directory" % from_dir
     elif args.get("run_checker") and out["installed"]:
         checker(args, out)
+    if args.get("tools"):
+        out["tools"] = tools(args)
+        thresholds = (read_config(args) or {}).get("thresholds")
+        out["thresholds"] = thresholds if isinstance(thresholds, dict) else {}
     out["stack"] = stack(from_dir)
     out["ofed_version"] = ofed(from_dir)
     out["ib_fw"] = ib_firmware(args)

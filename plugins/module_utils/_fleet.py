@@ -50,6 +50,14 @@ VERSION_KEYS = (
 )
 LIST_KEYS = ("vbios_versions", "ib_fw_versions")
 SOURCES = ("cli", "module", "replay")
+# Whose drain a marker's owner is, and who resumes the node (docs/drain.md).
+OWNER_LABELS = {"health": "the health checks", "maintenance": "the monthly maintenance's deep checks",
+                "drift": "the weekly maintenance (version drift)"}
+OWNER_ACTIONS = {
+    "health": "the health sweep (health_sweep_drain) resumes it once it checks healthy",
+    "maintenance": "repair it, then rerun the monthly maintenance on it: it resumes the nodes that pass",
+    "drift": "bring its versions to the pins: the weekly maintenance (maintenance_drain_on_drift) resumes it then",
+}
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 
 
@@ -154,14 +162,16 @@ def _slurm_finding(host, slurm):
     if not _slurm_nodes.out_of_service(state):
         return None
     name = _text(slurm.get("name")) or host
-    if _slurm_nodes.ours({"state": state, "reason": reason}):
+    owner = _slurm_nodes.owner_of(reason)
+    if owner is not None:
         return _finding(host, "FLEET-SLURM-DRAINED", "info",
-                        "Slurm node %s is %s by the health checks: %s" % (name, state, reason),
-                        "the health sweep (health_sweep_drain) resumes it once it checks healthy")
+                        "Slurm node %s is %s by %s: %s" % (
+                            name, state, OWNER_LABELS.get(owner, "gpucluster.ops (owner %s)" % owner), reason),
+                        OWNER_ACTIONS.get(owner, "the playbook that drained it (owner %s) resumes it" % owner))
     return _finding(host, "FLEET-SLURM-DRAINED", "warning",
-                    "Slurm node %s is %s for a reason that is not the health checks': %s" % (
+                    "Slurm node %s is %s for a reason that is not gpucluster.ops': %s" % (
                         name, state, reason or "(no reason given)"),
-                    "ask whoever took it out (scontrol show node %s); the health sweep never resumes it" % name)
+                    "ask whoever took it out (scontrol show node %s); no gpucluster.ops playbook resumes it" % name)
 
 
 def node_entry(host, record):

@@ -96,6 +96,15 @@ def ours(node, owner=HEALTH_OWNER):
     return out_of_service(node["state"]) and node["reason"].startswith(marker(owner))
 
 
+_MARKER_RE = re.compile(r"^gpucluster-([a-z][a-z0-9-]*):")
+
+
+def owner_of(reason):
+    """The owner whose marker starts ``reason`` (``health`` for ``gpucluster-health: ...``), or None."""
+    match = _MARKER_RE.match(reason or "")
+    return match.group(1) if match else None
+
+
 def count_out(nodes, owner=None):
     """How many of ``nodes`` are out of service: for any reason, or (``owner`` given) by that owner's doing."""
     if owner is None:

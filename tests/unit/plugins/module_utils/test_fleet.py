@@ -158,7 +158,11 @@ def test_a_record_missing_a_part_is_unknown_and_names_it(change, says):
 @pytest.mark.parametrize("state,reason,severity,says", [
     ("DRAINED", "gpucluster-health: GPU-XID-ERROR", "info", "by the health checks"),
     ("MIXED+DRAIN", "gpucluster-health: GPU-XID-ERROR", "info", "by the health checks"),
-    ("DRAINING", "bad DIMM, ticket 4711", "warning", "not the health checks'"),
+    ("DRAINING", "bad DIMM, ticket 4711", "warning", "not gpucluster.ops'"),
+    ("IDLE+DRAIN", "gpucluster-maintenance: monthly deep checks failed: DCGM-DIAG-FAIL gpu2", "info",
+     "by the monthly maintenance's deep checks"),
+    ("IDLE+DRAIN", "gpucluster-drift: version drift from the pins: DRIVER", "info", "by the weekly maintenance"),
+    ("IDLE+DRAIN", "gpucluster-rack3: PDU swap", "info", "gpucluster.ops (owner rack3)"),
     ("DOWN*", "", "warning", "(no reason given)"),
     ("IDLE+FAIL", "Not responding", "warning", "Not responding"),
 ])
