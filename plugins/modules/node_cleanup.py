@@ -103,6 +103,12 @@ options:
     elements: path
     default: [/scratch, /tmp, /var/tmp, /var/log, /var/crash, /var/lib/systemd/coredump, /var/cache/apt,
               /var/cache/dnf, /var/cache/yum]
+  validate_only:
+    description:
+      - Check O(rules) and O(allowed_roots) and stop there, looking at no file and running no container runtime (a
+        playbook's check of its policy on every node before anything runs). RV(rules) is then empty.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -259,6 +265,7 @@ def main():
         argument_spec=dict(
             rules=dict(type="list", elements="dict", required=True),
             allowed_roots=dict(type="list", elements="path", default=list(_cleanup.DEFAULT_ROOTS)),
+            validate_only=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -266,6 +273,8 @@ def main():
         rules, _roots = _cleanup.check_rules(module.params["rules"], module.params["allowed_roots"])
     except SpecError as exc:
         module.fail_json(msg="%s; nothing removed" % exc)
+    if module.params["validate_only"]:
+        module.exit_json(changed=False, status="ok", removed_bytes=0, rules=[])
 
     def runner(argv):
         return module.run_command(argv, environ_update=ENVIRON)

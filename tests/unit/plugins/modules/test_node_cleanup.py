@@ -101,3 +101,11 @@ def test_a_runtime_not_installed_is_unknown_with_a_warning():
     assert not result["failed"] and not result["changed"] and result["status"] == "unknown"
     assert result["warnings"] == ["rule 'img': podman is not installed (no podman on PATH): cannot tell which "
                                   "images are old"]
+
+
+def test_validate_only_checks_the_rules_and_touches_no_file(tmp_path):
+    root, old, _new = tree(tmp_path)
+    result = run_module(node_cleanup, dict(rules=rules(root), allowed_roots=[str(root)], validate_only=True))
+    assert not result["failed"] and not result["changed"] and result["rules"] == [] and old.exists()
+    bad = run_module(node_cleanup, dict(rules=rules(root, age="soon"), allowed_roots=[str(root)], validate_only=True))
+    assert bad["failed"] and "rules[0].age is 'soon'" in bad["msg"] and old.exists()
