@@ -7,13 +7,13 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: duration_seconds
 short_description: Read a duration a person wrote (C(30m), C(2h), C(1d), C(00:30:00)) as seconds
-version_added: 0.2.0
+version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
   - The collection's one reading of durations in inventory and on the command line, the same as its modules'
     (C(30m), C(10min), C(2h), C(1d), C(1h30m), C(45s), or a Slurm time such as C(00:30:00) or C(2-00:00:00)).
-  - A bare number (C(30) or C("30")) is refused, as everywhere in the collection: Slurm reads it as minutes and a
-    person may mean seconds. C(0) alone is taken.
+  - A bare number (C(30) or C("30")) is refused, as everywhere in the collection (Slurm reads it as minutes and a
+    person may mean seconds). C(0) alone is taken.
   - Fails with a message that names O(where) and the value, so a playbook's check of its variables needs no message
     of its own.
 positional: _input, where
@@ -23,7 +23,7 @@ options:
     type: raw
     required: true
   where:
-    description: What the value is, for the error message (such as C(host gpu01: maintenance_drain_deadline)).
+    description: "What the value is, for the error message (such as C(host gpu01: maintenance_drain_deadline))."
     type: str
     default: the duration
 """
