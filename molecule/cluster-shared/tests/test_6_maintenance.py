@@ -163,8 +163,7 @@ def _iso(text):
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
-def test_monthly_waits_for_the_job_checks_each_batch_and_resumes_only_the_nodes_that_pass(scenario, ctl, nodes,
-                                                                                         tmp_path):
+def test_monthly_waits_for_the_job_and_resumes_only_the_nodes_that_pass(scenario, ctl, nodes, tmp_path):
     a100, h100 = nodes
     set_faults(scenario, h100, DCGM_FAIL)
     job = ctl.check_output("sbatch --parsable -w %s -o /dev/null --time=5 --wrap='sleep 30'" % a100).strip()
