@@ -75,7 +75,8 @@ def standin(ctl):
     yield
     ctl.check_output("systemctl stop 'gpucluster-maint-*.timer' 'gpucluster-maint-*.service'; "
                      "rm -rf %s %s* /etc/systemd/system/timers.target.wants/gpucluster-maint-* %s "
-                     "/var/lib/gpucluster-maintenance; systemctl daemon-reload; systemctl reset-failed" % (BASE, UNITS, CONFIG))
+                     "/var/lib/gpucluster-maintenance; rmdir --ignore-fail-on-non-empty /etc/gpucluster; "
+                     "systemctl daemon-reload; systemctl reset-failed" % (BASE, UNITS, CONFIG))
 
 
 def _quote(text):
@@ -96,7 +97,8 @@ systemctl daemon-reload && systemctl enable --now gpucluster-maint-old.timer
 def applied(scenario, ctl, standin, tmp_path_factory):
     ctl.check_output(STALE)
     assert "gpucluster-maint-old.timer" in timers(ctl)
-    rc, out = scenario.playbook(tmp_path_factory.mktemp("schedule"), PLAYBOOK, extra_vars=jobs_vars(WEEKLY, MONTHLY_JOB))
+    rc, out = scenario.playbook(tmp_path_factory.mktemp("schedule"), PLAYBOOK,
+                                extra_vars=jobs_vars(WEEKLY, MONTHLY_JOB))
     assert rc == 0, out
     return out
 
@@ -173,7 +175,7 @@ def test_the_lock_lets_one_run_of_two_at_once_and_the_journal_holds_both(ctl, ap
     assert len(runs) == 1, runs
     ran = [s for s in services if statuses[s] == "0"][0]
     refused = [s for s in services if s != ran][0]
-    ran_job, refused_job = ran[len("gpucluster-maint-"):-len(".service")], refused[len("gpucluster-maint-"):-len(".service")]
+    ran_job, refused_job = (s[len("gpucluster-maint-"):-len(".service")] for s in (ran, refused))
     expected = {"weekly": "-i %s -e @%s/weekly.json gpucluster.ops.maintenance_weekly" % (INVENTORY, CONFIG),
                 "monthly": "-i %s --check %s" % (INVENTORY, MONTHLY)}[ran_job]
     assert runs[0].split(" ", 1)[1] == expected, runs
