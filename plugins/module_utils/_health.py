@@ -37,6 +37,9 @@ CONFIG_DEFAULTS = {
         "fabricmanager_unit": "nvidia-fabricmanager",
         # "systemctl" (systemctl is-active <unit>) or "file:/path" holding what systemctl would print
         "fabricmanager_state": "systemctl",
+        # the fabric manager binary, run with --version (NVSwitch systems, standard level), or "file:/path"
+        # holding what it printed
+        "fabricmanager_version": "nv-fabricmanager",
         "dcgmi": "dcgmi",
         "dcgm_level": 3,
         "all_reduce_perf": "all_reduce_perf",
@@ -75,6 +78,7 @@ INPUTS = (
     ("kernel", "kernel.log", "quick"),
     ("fabricmanager", "fabricmanager.state", "quick"),
     ("nvlink_errors", "nvlink-errors.txt", "standard"),
+    ("fabricmanager_version", "fabricmanager-version.txt", "standard"),
     ("dcgm", "dcgmi-diag.json", "deep"),
     ("nccl", "nccl-all-reduce.txt", "deep"),
 )
@@ -176,12 +180,13 @@ def _deep_update(base, extra):
             base[key] = value
 
 
-def _wanted(name, config, level):
+def _wanted(name, config, level, snapshot=None):
     """Whether an input is needed at this level with this config (no NVLink call on PCIe-only nodes, ...).
 
     An expected count of 0 says the node has none (no call); an expectation left out reads the input anyway, so
     that a node checked without a config is still judged on what needs no expected value (an inactive NVLink, a
-    port Down or Polling).
+    port Down or Polling). The fabric manager's version is read on NVSwitch systems only: ``expected.nvswitch``,
+    or GPUs with fabric state in the ``nvsmi`` input of ``snapshot`` (read before it).
     """
     expected = config.get("expected") or {}
     allowed = checks.LEVELS[:checks.LEVELS.index(level) + 1]
@@ -192,6 +197,8 @@ def _wanted(name, config, level):
         return expected.get("nvlinks_per_gpu") != 0
     if name == "fabricmanager":
         return bool(expected.get("nvswitch"))
+    if name == "fabricmanager_version":
+        return checks.nvswitch_system(snapshot or {}, config)
     if name == "ib":
         return expected.get("ib_port_count") != 0
     if name == "nccl":
@@ -235,6 +242,9 @@ def _parse(name, text, bundle_path=None, since_epoch=None, level="quick"):
         return _kernlog.parse_kernel_log(text, since_epoch=since_epoch)
     if name == "fabricmanager":
         return text.strip().splitlines()[0].strip() if text.strip() else None
+    if name == "fabricmanager_version":
+        from ansible_collections.gpucluster.ops.plugins.module_utils import _fabricmanager
+        return _fabricmanager.parse_fabricmanager_version(text)
     if name == "dcgm":
         from ansible_collections.gpucluster.ops.plugins.module_utils import _dcgm
         return _dcgm.parse_dcgmi_diag(text)
@@ -363,7 +373,7 @@ def replay(bundle, config, level):
         raise ValueError("%s is not a directory" % bundle)
     max_bytes = _max_bytes(config)
     for name, filename, _lvl in INPUTS:
-        if not _wanted(name, config, level):
+        if not _wanted(name, config, level, snapshot):
             continue
         path = _bundle_file(bundle, name, filename)
         if path is None:
@@ -393,7 +403,7 @@ def _has_content(parsed):
     if parsed is None or isinstance(parsed, str):
         return bool(parsed)
     return bool(parsed.get("gpus") or parsed.get("errors") or parsed.get("devices") or parsed.get("events")
-                or parsed.get("results") or parsed.get("rows"))
+                or parsed.get("results") or parsed.get("rows") or parsed.get("version"))
 
 
 def _capture_time(bundle, snapshot, config):
@@ -536,6 +546,8 @@ def _command(name, config):
         return [smi, "nvlink", "-e"]
     if name == "fabricmanager":
         return [sources["systemctl"], "is-active", sources["fabricmanager_unit"]]
+    if name == "fabricmanager_version":
+        return [sources["fabricmanager_version"], "--version"]
     if name == "dcgm":
         return [sources["dcgmi"], "diag", "-r", str(sources["dcgm_level"]), "-j"]
     if name == "nccl":
@@ -562,13 +574,17 @@ def collect(config, level, runner, collect_dir=None):
     now = time.time()
     max_bytes = _max_bytes(config)
     for name, filename, _lvl in INPUTS:
-        if not (_wanted(name, config, level) or (collect_dir and name != "nccl" and name != "dcgm")):
+        wanted = _wanted(name, config, level, snapshot)
+        bundled = collect_dir and name not in ("nccl", "dcgm") and (
+            name != "fabricmanager_version" or checks.nvswitch_system(snapshot, config))
+        if not (wanted or bundled):
             continue
         if name == "ib":
             _collect_ib(snapshot, config, level, runner, collect_dir, judge=_wanted(name, config, level))
             continue
         file_source = {"kernel": config["sources"]["kernel_log"],
-                       "fabricmanager": config["sources"]["fabricmanager_state"]}.get(name, "")
+                       "fabricmanager": config["sources"]["fabricmanager_state"],
+                       "fabricmanager_version": config["sources"]["fabricmanager_version"]}.get(name, "")
         if file_source.startswith("file:"):
             rc, out, err = _read_file_source(file_source[len("file:"):], max_bytes)
         else:
@@ -578,7 +594,7 @@ def collect(config, level, runner, collect_dir=None):
         since = now - int((config.get("xid") or {}).get("window_s") or 86400) if name == "kernel" else None
         if name == "kernel" and rc == 0 and err.strip():
             out = out + ("" if out.endswith("\n") or not out else "\n") + err  # journalctl's permission hint
-        if not _wanted(name, config, level):
+        if not wanted:
             continue  # collected for the bundle only: this level and config do not judge it
         parsed = _parse(name, out, since_epoch=since) if out or name == "fabricmanager" else None
         accept_input(snapshot, name, rc, out, err, parsed, optional=_optional(name, config))

@@ -7,9 +7,10 @@
 A *snapshot* is a dict with the parsed inputs (see docs/health-model.md) under these keys, each optional:
 ``nvsmi`` (inventory from ``nvidia-smi -q -x``), ``nvlink`` (``nvlink -s``), ``nvlink_errors`` (``nvlink -e``),
 ``ib`` (``/sys/class/infiniband`` or ``ibstat``), ``kernel`` (kernel log events), ``fabricmanager`` (the
-``systemctl is-active`` word), ``dcgm`` (``dcgmi diag``), ``nccl`` (``all_reduce_perf``), ``previous`` (counters
-from the previous run, for rising-counter checks), ``now`` (epoch the time windows count back from), and
-``failures``: ``{input name: {"rc": int, "stderr": str}}`` for commands that failed or were missing.
+``systemctl is-active`` word), ``fabricmanager_version`` (``nv-fabricmanager --version``), ``dcgm`` (``dcgmi
+diag``), ``nccl`` (``all_reduce_perf``), ``previous`` (counters from the previous run, for rising-counter checks),
+``now`` (epoch the time windows count back from), and ``failures``: ``{input name: {"rc": int, "stderr": str}}``
+for commands that failed or were missing.
 
 Every check is a function ``(snapshot, config) -> [finding]`` and is registered in ``CHECKS`` with the lowest level
 (quick, standard, deep) it runs at. Codes are stable: monitoring, Slurm drain reasons and runbooks key on them.
@@ -485,6 +486,44 @@ def check_fabric(snapshot, config):
                                  "%s fabric registration is %s/%s" % (_gpu_label(gpu), fstate, fstatus),
                                  "restart nvidia-fabricmanager, then reset the GPUs or reboot"))
     return found
+
+
+def nvswitch_system(snapshot, config):
+    """Whether the node is an NVSwitch system: ``expected.nvswitch``, or GPUs in ``nvsmi`` with fabric state."""
+    if _expected(config).get("nvswitch"):
+        return True
+    for gpu in _gpus(snapshot):
+        fabric = gpu.get("fabric") or {}
+        if fabric.get("state") is not None or fabric.get("status") is not None:
+            return True
+    return False
+
+
+def check_fabricmanager_version(snapshot, config):
+    """NVSwitch systems: the fabric manager's version equals the loaded driver's (it never starts otherwise).
+
+    The version that cannot be read (no version line in the output) is ``unknown``; a tool that failed or a bundle
+    without the file is ``CHECK-INPUT-FAILED`` or ``CHECK-INPUT-MISSING`` (unknown) from the inputs check.
+    """
+    if not nvswitch_system(snapshot, config):
+        return []
+    parsed = snapshot.get("fabricmanager_version")
+    if parsed is None:
+        return []
+    have = parsed.get("version")
+    driver = (snapshot.get("nvsmi") or {}).get("driver_version")
+    if not have:
+        why = "; ".join(parsed.get("unreadable") or []) or "no version in its output"
+        return [finding("fabric", "FABRICMANAGER-VERSION-UNKNOWN", "unknown", "node",
+                        "the fabric manager's version cannot be read (%s), so it cannot be compared with the "
+                        "driver's%s" % (why, (" " + driver) if driver else ""),
+                        "run nv-fabricmanager --version by hand; fix sources.fabricmanager_version")]
+    if not driver or str(have).strip() == str(driver).strip():
+        return []   # no driver version: check_driver reports why nvidia-smi gave none
+    return [finding("fabric", "FABRICMANAGER-VERSION-MISMATCH", "error", "node",
+                    "the fabric manager is version %s, the loaded driver %s: the fabric manager does not start "
+                    "unless they are equal, so the GPU fabric stays incomplete" % (have, driver),
+                    "install the fabric manager matching driver %s" % driver)]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -984,6 +1023,7 @@ CHECKS = (
     ("pcie", "quick", check_pcie),
     ("thermal", "quick", check_thermal_power),
     ("fabric", "quick", check_fabric),
+    ("fabric_version", "standard", check_fabricmanager_version),
     ("nvlink", "quick", check_nvlink),
     ("xid", "quick", check_xid),
     ("driver_log", "quick", check_driver_log),

@@ -5,10 +5,17 @@
 
 """gpusim: a GPU node simulator for the lab and the tests (never for a real node).
 
-It stands in for ``nvidia-smi``, ``ibstat``, ``ibstatus``, ``dcgmi``, ``all_reduce_perf`` (and ``systemctl
-is-active nvidia-fabricmanager``) inside a container without GPUs or InfiniBand, and prints what the real tools
-print for a hardware profile with injected faults. Run it as ``gpusim.py <tool> ARGS`` or through a symlink named
-after the tool; ``gpusim.py setup``, ``gpusim.py bundle DIR`` and ``gpusim.py faults`` are its own commands.
+It stands in for ``nvidia-smi``, ``ibstat``, ``ibstatus``, ``dcgmi``, ``all_reduce_perf``, ``nv-fabricmanager
+--version`` (and ``systemctl is-active nvidia-fabricmanager``) inside a container without GPUs or InfiniBand, and
+prints what the real tools print for a hardware profile with injected faults. Run it as ``gpusim.py <tool> ARGS``
+or through a symlink named after the tool; ``gpusim.py setup``, ``gpusim.py bundle DIR``, ``gpusim.py faults`` and
+``gpusim.py service UNIT`` (the long-running process of a simulated systemd unit) are its own commands.
+
+Simulated services: where the profile says ``"services": "systemd"`` (install.yml writes that on NVSwitch nodes
+with systemd), the fabric manager, nvidia-persistenced and the DCGM host engine are real systemd units running
+``gpusim service``; what they do (running or not, when the fabric manager last started) is read back from
+``$GPUSIM_ROOT/run`` and ``$GPUSIM_ROOT/state`` by every tool call, and every start and stop is logged in
+``$GPUSIM_LOG_DIR/services.log``.
 
 Design: a profile (JSON: a table of GPU attributes plus the node's layout) builds a node state (one dict per GPU,
 one per InfiniBand device, a list of kernel log events); each fault changes that state; one renderer per output
@@ -25,6 +32,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import stat
 import sys
 import uuid
@@ -35,7 +44,7 @@ DEFAULT_PROFILE_PATH = "/etc/gpusim/profile.json"
 DEFAULT_ROOT = "/opt/gpusim"
 DEFAULT_DEV_DIR = "/dev"
 DEFAULT_LOG_DIR = "/var/log/gpusim"
-TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "dcgmi", "all_reduce_perf", "systemctl")
+TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "dcgmi", "all_reduce_perf", "nv-fabricmanager", "systemctl")
 NA = "N/A"
 DEPRECATED = "Requested functionality has been deprecated"
 UUID_NAMESPACE = uuid.UUID("6b1d3c1e-8f0a-4f7e-9a51-6a0d5b7c2e11")
@@ -44,6 +53,12 @@ MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", 
 NV_MAJOR = 195
 NVIDIACTL_MINOR = 255
 FM_UNIT = "nvidia-fabricmanager"
+PERSISTENCED_UNIT = "nvidia-persistenced"
+DCGM_UNIT = "nvidia-dcgm"
+# The simulated units (systemd, "services": "systemd" in the profile); each holds the GPUs while it runs, as the
+# real daemons do (a GPU reset is refused until they are stopped).
+SERVICE_UNITS = (FM_UNIT, PERSISTENCED_UNIT, DCGM_UNIT)
+SERVICES_LOG = "services.log"
 # CUDA version that each driver branch reports ("CUDA Version" in nvidia-smi).
 CUDA_FOR_BRANCH = {470: "11.4", 525: "12.0", 535: "12.2", 545: "12.3", 550: "12.4", 555: "12.5", 560: "12.6",
                    565: "12.7", 570: "12.8", 575: "12.9", 580: "13.0", 590: "13.1", 595: "13.2"}
@@ -348,6 +363,21 @@ class Node(object):
         self.nccl_factor = 1.0
         self.faults = []
         self.missing = []               # GPUs removed by gpu_missing
+        self.fm_version = None          # nv-fabricmanager's version when it differs from the driver's (a fault)
+        self.gpu_users = {}             # GPU index (None: every GPU) -> process name, from gpu_in_use
+        self.resets = []                # GPUs reset by this nvidia-smi -r (for the services log)
+        self.managed = profile.get("services") == "systemd"
+        self.root, _dev, self.log_dir = setup_paths(env)
+        # Simulated services: the units running now, and the recoverable faults the fabric manager cleared when
+        # it last started (keys of fault_key).
+        self.running = set(u for u in SERVICE_UNITS if service_pid(self.root, u)) if self.managed else set()
+        self.healed = set(read_json(os.path.join(self.root, "state", "fabricmanager-healed.json"), [])
+                          if self.managed else [])
+
+    @property
+    def fabricmanager_version(self):
+        """What nv-fabricmanager --version says: the driver's version unless a fault installed another."""
+        return self.fm_version or self.driver
 
     @property
     def driver_v(self):
@@ -415,7 +445,50 @@ def build_node(profile, env, extra_faults=()):
     # gpu_missing renumbers the GPUs, so it goes last: every fault names GPUs by their index on the full board.
     for fault in sorted(faults, key=lambda f: f["name"] == "gpu_missing"):
         apply_fault(node, fault)
+    settle_fabric(node)
     return node
+
+
+def settle_fabric(node):
+    """The fabric manager's state after the faults: a managed node's is its unit's (running or not); elsewhere it
+    started at boot unless its version differs from the driver's. Not running: the NVSwitch GPUs' fabric state
+    stays In Progress, as on real HGX systems."""
+    if node.fabric_manager is None or any(f["name"] == "fabricmanager_down" for f in node.faults):
+        return
+    if node.managed:
+        node.fabric_manager = "active" if FM_UNIT in node.running else (
+            "failed" if os.path.exists(os.path.join(node.root, "run", FM_UNIT + ".failed")) else "inactive")
+    elif node.fabricmanager_version != node.driver:
+        node.fabric_manager = "failed"
+    if node.fabric_manager != "active":
+        for gpu in node.gpus:
+            if gpu["fabric"]:
+                gpu["fabric"] = {"state": "In Progress", "status": NA, "clique": NA, "cluster": NA}
+
+
+def fault_key(fault):
+    """A fault's identity for the fabric manager's healed list (name, GPU, value, links)."""
+    return json.dumps([fault.get("name"), fault.get("gpu"), str(fault.get("value")), fault.get("links")])
+
+
+def read_json(path, default):
+    """A JSON file's content, or default when it is missing or broken."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return default
+
+
+def service_pid(root, unit):
+    """The pid of a running simulated unit (its pid file names a live process), else None."""
+    try:
+        with open(os.path.join(root, "run", unit + ".pid")) as handle:
+            pid = int(handle.read().strip())
+        os.kill(pid, 0)
+    except (IOError, OSError, ValueError):
+        return None
+    return pid
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -461,7 +534,7 @@ def normalise_fault(fault):
             result[key.strip()] = value.strip()
     if result.get("name") not in FAULTS:
         raise SimError(2, stderr="gpusim: unknown fault %r (gpusim faults lists them)\n" % result.get("name"))
-    for key in ("gpu", "link"):
+    for key in ("gpu", "link", "links"):
         if key in result and result[key] is not None:
             try:
                 result[key] = int(result[key])
@@ -660,6 +733,25 @@ def fault_nvlink_inactive(node, fault):
     _link(node, gpu, fault, 0)["active"] = False
 
 
+def fault_nvlink_degraded(node, fault):
+    """NVLinks of one GPU inactive (links = how many, default 2); value recoverable or persistent.
+
+    recoverable (the default): a start of the simulated fabric manager unit after the fault was set brings them
+    back; persistent: they stay inactive after any restart. Without the units both stay inactive.
+    """
+    gpu = _gpu(node, fault)
+    kind = str(fault.get("value") or "recoverable")
+    if kind not in ("recoverable", "persistent"):
+        raise SimError(2, stderr="gpusim: nvlink_degraded: value must be recoverable or persistent, not %r\n" % kind)
+    count = int(fault.get("links") or 2)
+    if not gpu["nvlinks"]:
+        raise SimError(2, stderr="gpusim: %s has no NVLink\n" % gpu["name"])
+    if kind == "recoverable" and fault_key(fault) in node.healed:
+        return
+    for link in gpu["nvlinks"][:max(1, count)]:
+        link["active"] = False
+
+
 def fault_nvlink_errors(node, fault):
     """High replay, recovery and CRC counters on one NVLink (value = replay count, default 12000)."""
     gpu = _gpu(node, fault)
@@ -796,6 +888,21 @@ def fault_fabricmanager_down(node, _fault):
             gpu["fabric"] = {"state": "In Progress", "status": NA, "clique": NA, "cluster": NA}
 
 
+def fault_fabricmanager_version(node, fault):
+    """nv-fabricmanager is another version (value) than the driver: it never starts, the fabric stays In Progress.
+
+    The default value is 535.183.01, or 550.127.05 on a 535 driver. A running unit keeps running until restarted.
+    """
+    default = "535.183.01" if not node.driver.startswith("535.") else "550.127.05"
+    node.fm_version = str(fault.get("value") or default)
+
+
+def fault_gpu_in_use(node, fault):
+    """A process (value, default python3) holds one GPU (gpu) or every GPU: nvidia-smi -r refuses to reset it."""
+    index = _gpu(node, fault)["index"] if fault.get("gpu") is not None else None
+    node.gpu_users[index] = str(fault.get("value") or "python3")
+
+
 def fault_dcgm_fail(node, fault):
     """A DCGM diagnostic test fails on one GPU (value = test, default Memory)."""
     gpu = _gpu(node, fault)
@@ -821,6 +928,8 @@ FAULTS = dict((name, (function.__doc__.strip().split("\n")[0], function)) for na
     ("retired_pages_dbe", fault_retired_pages_dbe), ("retired_pages_pending", fault_retired_pages_pending),
     ("row_remap_pending", fault_row_remap_pending), ("row_remap_failure", fault_row_remap_failure),
     ("nvlink_inactive", fault_nvlink_inactive), ("nvlink_errors", fault_nvlink_errors),
+    ("nvlink_degraded", fault_nvlink_degraded), ("fabricmanager_version", fault_fabricmanager_version),
+    ("gpu_in_use", fault_gpu_in_use),
     ("pcie_downgraded", fault_pcie_downgraded), ("gpu_hot", fault_gpu_hot), ("memory_hot", fault_memory_hot),
     ("power_over_limit", fault_power_over_limit), ("power_capped", fault_power_capped),
     ("clock_hw_slowdown", fault_clock_hw_slowdown), ("clock_thermal", fault_clock_thermal),
@@ -2227,7 +2336,7 @@ def nccl_failure(node, gpus_wanted):
         return "unknown error"
     if gpus_wanted > len(node.gpus):
         return "invalid device ordinal"
-    if node.fabric_manager == "inactive" and any(g["fabric"] for g in node.gpus):
+    if node.fabric_manager not in (None, "active") and any(g["fabric"] for g in node.gpus):
         return "system not yet initialized"
     return None
 
@@ -2329,6 +2438,8 @@ def parse_nvsmi_args(args):
             opts["mode"] = "list"
         elif arg == "--version":
             opts["mode"] = "version"
+        elif arg in ("-r", "--gpu-reset") and not opts["sub"]:
+            opts["mode"] = "reset"
         elif arg in ("-s", "--status", "-e", "--errorcounters", "-m", "--matrix") and opts["sub"]:
             opts["flags"].add(arg.lstrip("-")[0])
         elif arg in ("-i", "--id", "--query-gpu", "--format"):
@@ -2376,6 +2487,8 @@ def run_nvidia_smi(node, args):
     if opts["mode"] == "version":
         return 0, render_version(node), ""
     selected = select_gpus(node, opts["id"])
+    if opts["mode"] == "reset":
+        return reset_gpus(node, selected)
     gpus = [g for g in selected if not g["lost"]]
     prefix = lost_prefix(selected)
     rc = DEVICE_HANDLE_RC if prefix else 0
@@ -2394,6 +2507,38 @@ def run_nvidia_smi(node, args):
     renderers = {"query": render_query_xml if opts["xml"] else render_query_text, "list": render_list,
                  "table": render_default}
     return rc, prefix + renderers[opts["mode"]](node, gpus), ""
+
+
+RESET_IN_USE_RC = 255
+
+
+def gpu_holders(node, gpu):
+    """What holds a GPU open: the simulated daemons that run, and a gpu_in_use process."""
+    holders = sorted(node.running)
+    for index in (None, gpu["index"]):
+        if index in node.gpu_users:
+            holders.append(node.gpu_users[index])
+    return holders
+
+
+def reset_gpus(node, gpus):
+    """nvidia-smi -r [-i N]: reset the GPUs, or refuse (exit 255) while any of them is held, naming each one."""
+    if node.gpus and any(g["lost"] for g in gpus):
+        raise SimError(DEVICE_HANDLE_RC, stdout=lost_prefix(gpus))
+    busy = [g for g in gpus if gpu_holders(node, g)]
+    if busy:
+        many = len(busy) > 1
+        why = ("%d %s currently being used by one or more other processes (e.g., Fabric Manager, CUDA application, "
+               "graphics application such as an X server, or a monitoring application such as another instance of "
+               "nvidia-smi). Please first kill all processes using %s and all compute applications running in the "
+               "system.\n") % (len(busy), "devices are" if many else "device is",
+                               "these devices" if many else "this device")
+        text = ("The following GPUs could not be reset:\n"
+                + "".join("  GPU %s: In use by another client\n" % g["bus_id"] for g in busy) + "\n" + why)
+        raise SimError(RESET_IN_USE_RC, stdout=text)
+    for gpu in gpus:
+        log_service_event(node.log_dir, "reset", "gpu%d" % gpu["index"])
+    return 0, "".join("GPU %s was successfully reset.\n" % g["bus_id"] for g in gpus), ""
 
 
 def run_query_csv(node, gpus, opts):
@@ -2434,7 +2579,7 @@ def run_dcgmi(node, args):
     if level is None:
         raise SimError(255, stdout="Error: Invalid value for --run. Valid values are 1, 2, 3, 4 (or short, medium, "
                                    "long, xlong).\n")
-    if node.nvml_error:
+    if node.nvml_error or (node.managed and DCGM_UNIT not in node.running):
         raise SimError(235, stdout="Error: unable to establish a connection to the specified host: localhost\n"
                                    "Error: Unable to connect to host engine. Host engine connection "
                                    "invalid/disconnected.\n")
@@ -2458,8 +2603,17 @@ def run_systemctl(node, args):
     raise SimError(1, stderr="gpusim: only 'systemctl is-active %s' is simulated\n" % FM_UNIT)
 
 
+def run_fabricmanager(node, args):
+    """nv-fabricmanager --version (the daemon itself runs as gpusim service nvidia-fabricmanager)."""
+    if args[:1] in (["--version"], ["-v"]):
+        return 0, "Fabric Manager version is : %s\n" % node.fabricmanager_version, ""
+    raise SimError(1, stderr="gpusim: only 'nv-fabricmanager --version' is simulated (the daemon is "
+                             "'gpusim service %s')\n" % FM_UNIT)
+
+
 TOOL_RUNNERS = {"nvidia-smi": run_nvidia_smi, "ibstat": run_ibstat, "ibstatus": run_ibstatus, "dcgmi": run_dcgmi,
-                "all_reduce_perf": run_all_reduce, "systemctl": run_systemctl}
+                "all_reduce_perf": run_all_reduce, "nv-fabricmanager": run_fabricmanager,
+                "systemctl": run_systemctl}
 
 
 def run_tool(tool, args, env, profile=None, faults=()):
@@ -2589,7 +2743,14 @@ def run_setup(env, options):
     changes = Changes(bool(options.get("check")))
     setup_device_nodes(node, dev_dir, changes)
     write_tree(sysfs_files(node), os.path.join(root, "sys", "class", "infiniband"), changes)
-    changes.write(os.path.join(root, "fabricmanager.state"), fabricmanager_state(node)[0])
+    if node.managed:
+        # The fabric manager's unit writes its state; a fault set again after it was cleared needs a new restart.
+        healed_path = os.path.join(root, "state", "fabricmanager-healed.json")
+        healed = sorted(node.healed & set(fault_key(f) for f in node.faults))
+        if os.path.exists(healed_path) and healed != sorted(node.healed):
+            changes.write(healed_path, json.dumps(healed) + "\n")
+    else:
+        changes.write(os.path.join(root, "fabricmanager.state"), fabricmanager_state(node)[0])
     state_path = os.path.join(root, "state", "setup.json")
     fingerprint = profile_fingerprint(node)
     try:
@@ -2604,6 +2765,101 @@ def run_setup(env, options):
     report = {"changed": bool(changes.changes), "changes": changes.changes, "skipped": changes.skipped,
               "check": changes.check}
     return 0, json.dumps(report, sort_keys=True) + "\n", ""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# gpusim service UNIT: the process of a simulated systemd unit (fabric manager, nvidia-persistenced, DCGM)
+# ----------------------------------------------------------------------------------------------------------------
+
+def log_service_event(log_dir, event, what):
+    """Append '<ISO time> <event> <what>' to the services log (start/stop/fail of a unit, reset of a GPU).
+
+    The time is the machine's clock in microseconds, so that a test can order the lines of several nodes. Nothing
+    is written where the log directory does not exist (a tool run outside a set-up node).
+    """
+    if not os.path.isdir(log_dir):
+        return
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    with open(os.path.join(log_dir, SERVICES_LOG), "a") as handle:
+        handle.write("%s %s %s\n" % (stamp, event, what))
+
+
+def sd_notify(message):
+    """Tell systemd (Type=notify) that the unit is ready; nothing outside systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.connect(address)
+        sock.sendall(message.encode("utf-8"))
+
+
+def _write_file(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def fabricmanager_refusal(node):
+    """Why the simulated fabric manager does not start (a version other than the driver's), or None."""
+    if any(f["name"] == "fabricmanager_down" for f in node.faults):
+        return "fabric manager is disabled on this node (gpusim fault fabricmanager_down)"
+    if node.fabricmanager_version != node.driver:
+        return ("fabric manager NVIDIA GPU driver interface version %s don't match with driver version %s. "
+                "Please update with matching NVIDIA driver package." % (node.fabricmanager_version, node.driver))
+    return None
+
+
+def run_service(env, options):
+    """gpusim service UNIT: start, log, hold the GPUs until SIGTERM, log the stop (the unit's ExecStart)."""
+    units = [u[:-len(".service")] if u.endswith(".service") else u for u in options.get("args") or []]
+    if len(units) != 1 or units[0] not in SERVICE_UNITS:
+        raise SimError(2, stderr="usage: gpusim service %s\n" % "|".join(SERVICE_UNITS))
+    unit = units[0]
+    node = build_node(load_profile(env, options.get("profile")), env)
+    run_dir = os.path.join(node.root, "run")
+    pid_path = os.path.join(run_dir, unit + ".pid")
+    state_path = os.path.join(node.root, "fabricmanager.state")
+    if unit == FM_UNIT:
+        why = fabricmanager_refusal(node)
+        if why:
+            _write_file(os.path.join(run_dir, unit + ".failed"), why + "\n")
+            _write_file(state_path, "failed\n")
+            log_service_event(node.log_dir, "fail", unit)
+            raise SimError(1, stderr="%s\n" % why)
+        # A start clears what a restart clears: the recoverable faults set now are healed from here on.
+        healed = sorted(fault_key(f) for f in node.faults
+                        if f["name"] == "nvlink_degraded" and str(f.get("value") or "recoverable") == "recoverable")
+        _write_file(os.path.join(node.root, "state", "fabricmanager-healed.json"), json.dumps(healed) + "\n")
+        _remove(os.path.join(run_dir, unit + ".failed"))
+
+    def stop(_signum, _frame):
+        _remove(pid_path)
+        if unit == FM_UNIT:
+            _write_file(state_path, "inactive\n")
+        log_service_event(node.log_dir, "stop", unit)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    _write_file(pid_path, "%d\n" % os.getpid())
+    if unit == FM_UNIT:
+        _write_file(state_path, "active\n")
+    log_service_event(node.log_dir, "start", unit)
+    sd_notify("READY=1")
+    while True:
+        signal.pause()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -2622,7 +2878,8 @@ def bundle_commands(node, query_fields, dcgm_level):
             ("ibstat.txt", "ibstat", []),
             ("dcgmi-diag.json", "dcgmi", ["diag", "-r", str(dcgm_level), "-j"]),
             ("nccl-all-reduce.txt", "all_reduce_perf", ["-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]),
-            ("fabricmanager.state", "systemctl", ["is-active", FM_UNIT]))
+            ("fabricmanager.state", "systemctl", ["is-active", FM_UNIT])) + (
+                (("fabricmanager-version.txt", "nv-fabricmanager", ["--version"]),) if node.nvswitches else ())
 
 
 def write_output(directory, name, result):
@@ -2678,6 +2935,7 @@ USAGE = """usage: gpusim TOOL ARGS           run a simulated tool (%s)
        gpusim bundle DIR [--profile FILE] [--fault SPEC ...] [--query-fields F1,F2,...] [--captured-at ISO]
                          [--dcgm-level N]
        gpusim faults
+       gpusim service nvidia-fabricmanager|nvidia-persistenced|nvidia-dcgm   (a simulated unit's process)
 A fault SPEC is NAME[:gpu=N][,port=mlx5_2/1][,value=V]. The profile comes from --profile, $GPUSIM_PROFILE or
 /etc/gpusim/profile.json; a symlink named after a tool runs that tool.
 """ % ", ".join(TOOLS)
@@ -2734,6 +2992,8 @@ def main(argv, env=None):
             return list_faults()
         if command == "setup":
             return run_setup(env, parse_options(rest, ("profile", "fault"), ("check",)))
+        if command == "service":
+            return run_service(env, parse_options(rest, ("profile",)))
         if command == "bundle":
             return run_bundle(env, parse_options(rest, ("profile", "fault", "query-fields", "captured-at",
                                                         "dcgm-level")))

@@ -52,6 +52,9 @@ EXPECTED_OUTPUTS = {
     "ib_port_missing:port=mlx5_3": {"ibstat", "ibstatus", "sysfs", "topo"},
     "ib_link_flap:port=mlx5_3": {"sysfs", "kernel"},
     "fabricmanager_down": {"xml", "text", "fm", "nccl"},
+    "fabricmanager_version:value=550.54.15": {"xml", "text", "fm", "nccl"},
+    "nvlink_degraded:gpu=1,value=recoverable": {"nvlink_s", "topo", "nccl"} | DCGM,
+    "gpu_in_use:gpu=1": set(),   # shows in nvidia-smi -r only (test_gpusim_services.py)
     "dcgm_fail:gpu=1": DCGM,
     "nccl_low_bw": {"nccl"},
 }
@@ -84,6 +87,13 @@ EXPECTED_XML = {
 @pytest.fixture(name="healthy", scope="module")
 def fixture_healthy(profile, outputs):
     return outputs(profile())
+
+
+def test_persistent_nvlink_degradation_shows_as_the_recoverable_one_until_a_restart(profile, outputs):
+    # the two kinds differ only after a fabric manager restart (test_gpusim_services.py)
+    recoverable = outputs(profile(), ["nvlink_degraded:gpu=1,value=recoverable"])
+    assert outputs(profile(), ["nvlink_degraded:gpu=1,value=persistent"]) == recoverable
+    assert "Link 1: <inactive>" in recoverable["nvlink_s"] and "Link 2: <inactive>" not in recoverable["nvlink_s"]
 
 
 def test_every_fault_has_an_expectation():

@@ -19,7 +19,8 @@ from ansible_collections.gpucluster.ops.tests.gpusim import gpusim
 
 BUNDLE_FILES = ("nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-query.csv", "nvlink-status.txt",
                 "nvlink-errors.txt", "topo.txt", "ibstat.txt", "sys-class-infiniband", "kernel.log",
-                "dcgmi-diag.json", "nccl-all-reduce.txt", "fabricmanager.state", "captured_at")
+                "dcgmi-diag.json", "nccl-all-reduce.txt", "fabricmanager.state", "fabricmanager-version.txt",
+                "captured_at")
 PROFILES = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
 
 
@@ -230,7 +231,7 @@ def test_main_dispatches_on_the_program_name(profile):
 def test_faults_lists_every_fault():
     rc, out, _err = gpusim.main(["gpusim", "faults"], {})
     assert rc == 0 and [line.split()[0] for line in out.splitlines()] == list(gpusim.FAULTS)
-    assert len(gpusim.FAULTS) == 35
+    assert len(gpusim.FAULTS) == 38
 
 
 @pytest.mark.parametrize("args, rc, text", [

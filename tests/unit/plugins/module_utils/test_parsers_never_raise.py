@@ -5,7 +5,7 @@
 damaged copies of our own captures always give a result of the parser's documented shape, never an exception.
 
 Each case is (input strategy, check). The check is the parser's own shape check, kept in the parser's test file
-(``parse`` of test_dcgm/test_nccl/test_kernlog, ``check_shape`` of test_ib, the contracts of test_nvlink and
+(``parse`` of test_dcgm/test_nccl/test_kernlog/test_fabricmanager, ``check_shape`` of test_ib, the contracts of test_nvlink and
 test_nvsmi); the damaged inputs start from our own captures of the parser (tests/unit/fixtures/<area>/; for
 nvidia-smi the h100/a100/v100 ones). Every case runs 150 examples of its own.
 """
@@ -18,6 +18,7 @@ from ansible_collections.gpucluster.ops.plugins.module_utils import _nvlink
 from ansible_collections.gpucluster.ops.plugins.module_utils._ib import parse_ibstat
 
 import test_dcgm as dcgm
+import test_fabricmanager as fabricmanager
 import test_ib as ib
 import test_kernlog as kernlog
 import test_nccl as nccl
@@ -57,6 +58,7 @@ def cases():
         ("nccl", samples("nccl"), nccl.parse, nccl.parse),
         ("kernlog", samples("kernlog"), kernlog.parse, check_kernlog_since),
         ("ibstat", samples("ib"), check_ibstat, check_ibstat),
+        ("fabricmanager", samples("fabricmanager"), fabricmanager.parse, fabricmanager.parse),
     ]
     params = []
     for name, texts, on_garbage, on_truncated in found:
