@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/maintenance_weekly.yml and playbooks/maintenance_monthly.yml without a cluster: bad input stops the run
-on every host in its first play, naming host, variable and value, before anything runs: no health check, no Slurm
-call, no file removed, no report. The nodes are this machine (a local connection); a fake scontrol logs every call.
+"""The operations playbooks that drain nodes (maintenance_weekly.yml, maintenance_monthly.yml,
+nvlink_remediation.yml) without a cluster: bad input stops the run on every host in its first play, naming host,
+variable and value, before anything runs: no health check, no Slurm call, no file removed, no report. The nodes are
+this machine (a local connection); a fake scontrol logs every call.
 
-The behaviour itself (drift drained, the cleanup, reservations, the wait for a job, the deep checks) is tested on the
-shared cluster: molecule/cluster-shared/tests/test_6_maintenance.py.
+The behaviour itself (drift drained, the cleanup, reservations, the wait for a job, the deep checks, the restarts) is
+tested on the shared cluster: molecule/cluster-shared/tests/test_6_maintenance.py, test_7_nvlink_remediation.py.
 """
 
 import json
@@ -20,6 +21,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WEEKLY = os.path.join(ROOT, "playbooks", "maintenance_weekly.yml")
 MONTHLY = os.path.join(ROOT, "playbooks", "maintenance_monthly.yml")
+NVLINK = os.path.join(ROOT, "playbooks", "nvlink_remediation.yml")
 HOSTS = ("gpu01", "gpu02")
 FAKE_SCONTROL = """#!/bin/sh
 echo "$*" >> "$FAKE_SLURM_LOG"
@@ -143,4 +145,24 @@ def test_weekly_bad_input_stops_every_host_before_anything_runs(tmp_path, case):
         {"name": "scratch-here", "kind": "files", "paths": [str(run.scratch)], "unit": "entry", "age": "1d"}
     ] + (rules or []), maintenance_cleanup_allowed_roots=[str(run.tmp), "/tmp"])
     rc, out = run.run(WEEKLY, extra)
+    _assert_stopped_naming(run, rc, out, words)
+
+
+NVLINK_BAD = {
+    "no node at a time": ({"nvlink_remediation_max_nodes": 0},
+                          ["nvlink_remediation_max_nodes is 0", "a whole number of nodes, 1 or more"]),
+    "an unknown node": ({"nvlink_remediation_nodes": "gpu01,gpu99"},
+                        ["nvlink_remediation_nodes is \"gpu01,gpu99\"", "gpu99 is not among the hosts"]),
+    "a deadline that is no duration": ({"nvlink_remediation_drain_deadline": "later"},
+                                       ["nvlink_remediation_drain_deadline is 'later'"]),
+    "a reset switch that is no boolean": ({"nvlink_remediation_reset_gpus": "perhaps"},
+                                          ["nvlink_remediation_reset_gpus is \"perhaps\""]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NVLINK_BAD))
+def test_nvlink_remediation_bad_input_stops_every_host_before_any_drain(tmp_path, case):
+    run = Run(tmp_path)
+    extra, words = NVLINK_BAD[case]
+    rc, out = run.run(NVLINK, extra)
     _assert_stopped_naming(run, rc, out, words)

@@ -5,7 +5,8 @@ The test modules run in the order of their names against one cluster converged o
 (docs/testing.md). Each looks at the cluster as a user or operator would (from the controller) and runs the real
 ansible-playbook where it needs another run. A module may change the cluster (drain a node, inject a fault, add
 the spare node, submit jobs, make reservations); `reset` puts back the known state before and after every module:
-no jobs, no reservations, no simulated faults, every compute node idle, the spare node out of Slurm.
+no jobs, no reservations, no simulated faults, the simulated GPU services running, every compute node idle, the
+spare node out of Slurm.
 
 GPUCLUSTER_CLUSTER_TESTS (a blank-separated list of module names, with or without .py) runs only those modules:
 scripts/cluster.sh test deb13 test_3_health_drain runs one module on a kept cluster.
@@ -147,6 +148,9 @@ def health_report(scenario, host):
 # -- simulated faults -------------------------------------------------------------------------------------------------
 
 GPUSIM = "/opt/gpusim/bin/gpusim"
+# The simulated units of NVSwitch nodes (tests/gpusim/install.yml): running in the known state.
+GPUSIM_UNITS = ("nvidia-fabricmanager", "nvidia-persistenced", "nvidia-dcgm")
+SERVICES_LOG = "/var/log/gpusim/services.log"
 PROFILE = "/etc/gpusim/profile.json"
 SET_FAULTS = r"""
 import json, sys
@@ -165,6 +169,13 @@ def set_faults(scenario, host, faults):
     node = scenario.host(host)
     node.check_output("python3 -c %s %s %s" % (_quote(SET_FAULTS), PROFILE, _quote(json.dumps(faults))))
     node.check_output("%s setup --profile %s" % (GPUSIM, PROFILE))
+
+
+def stopped_units(scenario, host):
+    """The simulated units installed on a node that are not running."""
+    node = scenario.host(host)
+    return [u for u in GPUSIM_UNITS if node.file("/etc/systemd/system/%s.service" % u).exists
+            and not node.service(u).is_running]
 
 
 def faults_of(scenario, host):
@@ -194,6 +205,10 @@ def reset_cluster(scenario, tmp_path):
         if faults_of(scenario, host):
             undone.append("faults on %s" % host)
             set_faults(scenario, host, [])
+        stopped = stopped_units(scenario, host)
+        if stopped:
+            undone.append("%s stopped on %s" % (", ".join(stopped), host))
+            scenario.host(host).check_output("systemctl start %s" % " ".join(stopped))
     if ctl.check_output("squeue --noheader --all --format=%i"):
         undone.append("jobs")
         ctl.check_output("scancel --quiet $(squeue --noheader --all --format=%i)")
@@ -228,6 +243,22 @@ def scenario():
 @pytest.fixture(scope="session")
 def ctl(scenario):
     return scenario.host(scenario.controller)
+
+
+WRAPPER = "/usr/local/sbin/gpucluster-health-slurm"
+
+
+@pytest.fixture(scope="module")
+def wrapper_silenced(scenario):
+    """slurmd's HealthCheckProgram replaced by one that does nothing, for a module whose faults the node-local health
+    check would otherwise drain for (under the owner health) before the playbook under test sees them; the real one
+    is put back at the end."""
+    nodes = [scenario.host(h) for h in scenario.compute]
+    for node in nodes:
+        node.check_output("cp -p %s %s.silenced && printf '#!/bin/sh\\nexit 0\\n' > %s" % (WRAPPER, WRAPPER, WRAPPER))
+    yield
+    for node in nodes:
+        node.check_output("mv -f %s.silenced %s" % (WRAPPER, WRAPPER))
 
 
 @pytest.fixture(scope="module", autouse=True)

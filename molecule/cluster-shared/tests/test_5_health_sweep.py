@@ -18,7 +18,6 @@ from conftest import ROOT, node_records, set_faults
 pytestmark = pytest.mark.release("debian13")
 
 SWEEP = os.path.join(ROOT, "playbooks", "health_sweep.yml")
-WRAPPER = "/usr/local/sbin/gpucluster-health-slurm"
 # Rows pending remap on one GPU and one InfiniBand port down: errors at the quick level.
 FAULTS = [{"name": "row_remap_pending", "gpu": 3}, {"name": "ib_port_down", "port": "mlx5_2/1"}]
 # Two compute nodes: at most one may be out of service.
@@ -26,14 +25,9 @@ HALF = {"health_sweep_max_out_of_service": 0.5}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def wrapper_silenced(scenario):
-    """slurmd's HealthCheckProgram replaced by one that does nothing, for this module; the real one put back."""
-    nodes = [scenario.host(h) for h in scenario.compute]
-    for node in nodes:
-        node.check_output("cp -p %s %s.sweep-test && printf '#!/bin/sh\\nexit 0\\n' > %s" % (WRAPPER, WRAPPER, WRAPPER))
-    yield
-    for node in nodes:
-        node.check_output("mv -f %s.sweep-test %s" % (WRAPPER, WRAPPER))
+def silenced(wrapper_silenced):
+    """slurmd's HealthCheckProgram does nothing while this module runs (conftest.wrapper_silenced)."""
+    return wrapper_silenced
 
 
 @pytest.fixture(scope="module")
