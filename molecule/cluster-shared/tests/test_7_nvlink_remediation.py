@@ -11,6 +11,7 @@ covers the bad input.
 """
 
 import os
+import time
 
 import pytest
 
@@ -61,10 +62,16 @@ def run(scenario, tmp_path, name, extra_vars=None, args=()):
 
 
 def back_to_normal(scenario, ctl, hosts):
+    """No faults, the units running, the nodes resumed and answering (a resumed node may show NOT_RESPONDING for a
+    few seconds)."""
     for host in hosts:
         set_faults(scenario, host, [])
         scenario.host(host).check_output("systemctl start %s" % " ".join(UNITS))
         ctl.check_output("scontrol update nodename=%s state=resume || true" % host)
+    deadline = time.monotonic() + 60
+    while any(s != ("IDLE", "") for s in states(ctl, scenario).values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert all(s == ("IDLE", "") for s in states(ctl, scenario).values()), states(ctl, scenario)
 
 
 def test_a_recoverable_node_is_restarted_in_order_and_resumed_the_others_untouched(scenario, ctl, nodes, tmp_path):
