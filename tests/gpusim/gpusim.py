@@ -2442,13 +2442,14 @@ def parse_nvsmi_args(args):
             opts["mode"] = "reset"
         elif arg in ("-s", "--status", "-e", "--errorcounters", "-m", "--matrix") and opts["sub"]:
             opts["flags"].add(arg.lstrip("-")[0])
-        elif arg in ("-i", "--id", "--query-gpu", "--format"):
+        elif arg in ("-i", "--id", "--query-gpu", "--query-compute-apps", "--format"):
             if value is None:
                 index += 1
                 if index >= len(args):
                     raise SimError(2, stdout=NVSMI_USAGE)
                 value = args[index]
-            key = {"-i": "id", "--id": "id", "--query-gpu": "fields", "--format": "format"}[arg]
+            key = {"-i": "id", "--id": "id", "--query-gpu": "fields", "--query-compute-apps": "apps",
+                   "--format": "format"}[arg]
             opts[key] = value
         elif arg.startswith("-i") and len(arg) > 2:
             opts["id"] = arg[2:]
@@ -2457,6 +2458,8 @@ def parse_nvsmi_args(args):
         index += 1
     if opts["fields"] is not None:
         opts["mode"] = "csv"
+    if opts.get("apps") is not None:
+        opts["mode"] = "apps"
     return opts
 
 
@@ -2504,6 +2507,8 @@ def run_nvidia_smi(node, args):
         return rc, prefix + render_topo(node, gpus), ""
     if opts["mode"] == "csv":
         return rc, prefix + run_query_csv(node, gpus, opts), ""
+    if opts["mode"] == "apps":
+        return rc, prefix + run_query_apps(node, gpus, opts), ""
     renderers = {"query": render_query_xml if opts["xml"] else render_query_text, "list": render_list,
                  "table": render_default}
     return rc, prefix + renderers[opts["mode"]](node, gpus), ""
@@ -2548,6 +2553,34 @@ def run_query_csv(node, gpus, opts):
         raise SimError(2, stdout="'--format' switch is missing or invalid\n\n" if not formats else NVSMI_USAGE)
     names = [n.strip() for n in opts["fields"].split(",") if n.strip()]
     return render_query_csv(node, gpus, names, header="noheader" not in formats, units="nounits" not in formats)
+
+
+COMPUTE_APP_FIELDS = {"pid": "pid", "process_name": "process_name", "name": "process_name", "gpu_uuid": "gpu_uuid",
+                      "gpu_bus_id": "gpu_bus_id", "used_memory": "used_gpu_memory [MiB]",
+                      "used_gpu_memory": "used_gpu_memory [MiB]"}
+
+
+def run_query_apps(node, gpus, opts):
+    """--query-compute-apps=pid,process_name,... --format=csv[,noheader][,nounits]: the gpu_in_use processes (the
+    simulated daemons hold the GPUs but are not compute applications, as on a real node)."""
+    formats = [f.strip() for f in (opts["format"] or "").split(",") if f.strip()]
+    if "csv" not in formats or any(f not in ("csv", "noheader", "nounits") for f in formats):
+        raise SimError(2, stdout="'--format' switch is missing or invalid\n\n" if not formats else NVSMI_USAGE)
+    names = [n.strip() for n in opts["apps"].split(",") if n.strip()]
+    unknown = [n for n in names if n not in COMPUTE_APP_FIELDS]
+    if unknown or not names:
+        raise SimError(2, stdout='Field "%s" is not a valid field to query.\n\n' % (unknown or [""])[0])
+    lines = [", ".join(COMPUTE_APP_FIELDS[n] for n in names)] if "noheader" not in formats else []
+    for gpu in gpus:
+        name = node.gpu_users.get(gpu["index"], node.gpu_users.get(None))
+        if name is None:
+            continue
+        values = {"pid": str(4000 + gpu["index"]), "process_name": name, "name": name, "gpu_uuid": gpu["uuid"],
+                  "gpu_bus_id": gpu["bus_id"],
+                  "used_memory": "1024" if "nounits" in formats else "1024 MiB"}
+        values["used_gpu_memory"] = values["used_memory"]
+        lines.append(", ".join(values[n] for n in names))
+    return "".join(line + "\n" for line in lines)
 
 
 def run_ibstat(node, args):

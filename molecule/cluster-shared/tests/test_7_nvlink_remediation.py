@@ -79,12 +79,14 @@ def test_a_recoverable_node_is_restarted_in_order_and_resumed_the_others_untouch
     set_faults(scenario, a100, [{"name": "nvlink_degraded", "gpu": 1, "value": "recoverable"}])
     before = {h: log_lines(scenario, h) for h in nodes}
     exporter = exporter_restarts(scenario, h100)
-    rc, out, _report = run(scenario, tmp_path, "recoverable", {"nvlink_remediation_max_nodes": 1})
+    rc, out, _report = run(scenario, tmp_path, "recoverable", {"nvlink_remediation_max_nodes": 1,
+                                                              "nvlink_remediation_reset_gpus": True})
     assert rc == 0, out
-    # stopped in order (dcgm-exporter is the collection's service: its stop shows in systemd, not in the log), started
-    # in reverse, on the degraded node only
+    # stopped in order (dcgm-exporter is the collection's service: its stop shows in systemd, not in the log), the
+    # GPUs reset once nothing holds them, started in reverse, on the degraded node only
     assert events_since(scenario, a100, before[a100]) == (
-        [("stop", u) for u in UNITS] + [("start", u) for u in reversed(UNITS)]), log_lines(scenario, a100)
+        [("stop", u) for u in UNITS] + [("reset", "gpu%d" % i) for i in range(8)]
+        + [("start", u) for u in reversed(UNITS)]), log_lines(scenario, a100)
     assert "Stop the services that hold the GPUs" in out and "dcgm-exporter" in out.split(
         "Stop the services that hold the GPUs")[1].split("TASK")[0], out
     assert events_since(scenario, h100, before[h100]) == [], log_lines(scenario, h100)

@@ -70,6 +70,16 @@ def test_gpu_reset_is_refused_while_a_process_holds_the_gpu():
     assert run("nvidia-smi", ["-r"], ["fallen_off_bus:gpu=3"])[0] == 255
 
 
+def test_compute_apps_lists_the_processes_that_hold_a_gpu():
+    argv = ["--query-compute-apps=pid,process_name,gpu_bus_id", "--format=csv,noheader"]
+    assert run("nvidia-smi", argv) == (0, "", "")
+    rc, out, _err = run("nvidia-smi", argv, ["gpu_in_use:gpu=1,value=train.py"])
+    assert rc == 0 and out.count("\n") == 1 and out.startswith("4001, train.py, 00000000:"), out
+    rc, out, _err = run("nvidia-smi", ["--query-compute-apps=pid,process_name", "--format=csv"], ["gpu_in_use"])
+    assert rc == 0 and out.splitlines()[0] == "pid, process_name" and len(out.splitlines()) == 9, out
+    assert run("nvidia-smi", ["--query-compute-apps=colour", "--format=csv"])[0] == 2
+
+
 def test_nvlink_degradation_shows_as_inactive_links_to_the_checker_at_the_quick_level():
     from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks, _nvlink
     for kind in ("recoverable", "persistent"):
