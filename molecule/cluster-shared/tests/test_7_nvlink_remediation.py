@@ -79,8 +79,8 @@ def test_a_recoverable_node_is_restarted_in_order_and_resumed_the_others_untouch
     set_faults(scenario, a100, [{"name": "nvlink_degraded", "gpu": 1, "value": "recoverable"}])
     before = {h: log_lines(scenario, h) for h in nodes}
     exporter = exporter_restarts(scenario, h100)
-    rc, out, _report = run(scenario, tmp_path, "recoverable", {"nvlink_remediation_max_nodes": 1,
-                                                              "nvlink_remediation_reset_gpus": True})
+    options = {"nvlink_remediation_max_nodes": 1, "nvlink_remediation_reset_gpus": True}
+    rc, out, _report = run(scenario, tmp_path, "recoverable", options)
     assert rc == 0, out
     # stopped in order (dcgm-exporter is the collection's service: its stop shows in systemd, not in the log), the
     # GPUs reset once nothing holds them, started in reverse, on the degraded node only
