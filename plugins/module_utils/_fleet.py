@@ -52,11 +52,15 @@ LIST_KEYS = ("vbios_versions", "ib_fw_versions")
 SOURCES = ("cli", "module", "replay")
 # Whose drain a marker's owner is, and who resumes the node (docs/drain.md).
 OWNER_LABELS = {"health": "the health checks", "maintenance": "the monthly maintenance's deep checks",
-                "drift": "the weekly maintenance (version drift)"}
+                "drift": "the weekly maintenance (version drift)", "nvlink": "the NVLink remediation",
+                "upgrade": "the rolling upgrade"}
 OWNER_ACTIONS = {
     "health": "the health sweep (health_sweep_drain) resumes it once it checks healthy",
     "maintenance": "repair it, then rerun the monthly maintenance on it: it resumes the nodes that pass",
     "drift": "bring its versions to the pins: the weekly maintenance (maintenance_drain_on_drift) resumes it then",
+    "nvlink": "do the next action of its reason; then rerun the NVLink remediation on it: it resumes it once it recovers",
+    "upgrade": "fix or roll back (rolling_upgrade.yml with the previous versions, --limit to it): it resumes it once "
+               "healthy",
 }
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 

@@ -88,6 +88,30 @@ def version_tuple(text):
     return tuple(parts)
 
 
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+def installed_driver(package, env):
+    """The upstream version ("535.216.03" of "535.216.03-2~bpo12+1") of the installed Debian package that carries
+    the user-space driver (the profile's "driver_package", such as libnvidia-ml1), or None: no such key, package not
+    installed, or no dpkg status ($GPUSIM_DPKG_STATUS, default /var/lib/dpkg/status)."""
+    if not package:
+        return None
+    try:
+        with open(env.get("GPUSIM_DPKG_STATUS", DPKG_STATUS), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    for stanza in re.split(r"\n\n+", text):
+        if not stanza.lstrip("\n").startswith("Package: %s\n" % package):
+            continue
+        fields = dict(re.findall(r"^([A-Za-z-]+): ?(.*)$", stanza, re.M))
+        match = re.match(r"(?:[0-9]+:)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)", fields.get("Version", ""))
+        if fields.get("Status", "").endswith(" installed") and match:
+            return match.group(1)
+    return None
+
+
 def digest(*parts):
     """A stable integer from the parts (same input, same number, on every machine and Python version)."""
     text = "\x1f".join(str(p) for p in parts)
@@ -351,6 +375,10 @@ class Node(object):
             ".", maxsplit=1)[0]
         self.driver = str(profile["driver_version"])
         self.cuda = profile.get("cuda_version")
+        packaged = installed_driver(profile.get("driver_package"), env)
+        if packaged and packaged != self.driver:
+            # The driver the node's packages installed, as NVML reports it (the CUDA version follows the branch).
+            self.driver, self.cuda = packaged, None
         self.nvml_error = None          # ("mismatch", library version) or ("not_loaded",)
         self.gpus = [new_gpu(profile, self.hostname, i, bus) for i, bus in enumerate(gpu_bus_ids(profile))]
         self.attached = len(self.gpus)  # what NVML counts (a GPU that fell off the bus still counts)

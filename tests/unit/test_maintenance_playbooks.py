@@ -2,12 +2,13 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The operations playbooks that drain nodes (maintenance_weekly.yml, maintenance_monthly.yml,
-nvlink_remediation.yml) without a cluster: bad input stops the run on every host in its first play, naming host,
+nvlink_remediation.yml, rolling_upgrade.yml) without a cluster: bad input stops the run on every host in its first play, naming host,
 variable and value, before anything runs: no health check, no Slurm call, no file removed, no report. The nodes are
 this machine (a local connection); a fake scontrol logs every call.
 
 The behaviour itself (drift drained, the cleanup, reservations, the wait for a job, the deep checks, the restarts) is
-tested on the shared cluster: molecule/cluster-shared/tests/test_6_maintenance.py, test_7_nvlink_remediation.py.
+tested on the shared cluster: molecule/cluster-shared/tests/test_6_maintenance.py, test_7_nvlink_remediation.py,
+test_9_rolling_upgrade.py.
 """
 
 import json
@@ -22,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WEEKLY = os.path.join(ROOT, "playbooks", "maintenance_weekly.yml")
 MONTHLY = os.path.join(ROOT, "playbooks", "maintenance_monthly.yml")
 NVLINK = os.path.join(ROOT, "playbooks", "nvlink_remediation.yml")
+UPGRADE = os.path.join(ROOT, "playbooks", "rolling_upgrade.yml")
 HOSTS = ("gpu01", "gpu02")
 FAKE_SCONTROL = """#!/bin/sh
 echo "$*" >> "$FAKE_SLURM_LOG"
@@ -166,3 +168,46 @@ def test_nvlink_remediation_bad_input_stops_every_host_before_any_drain(tmp_path
     extra, words = NVLINK_BAD[case]
     rc, out = run.run(NVLINK, extra)
     _assert_stopped_naming(run, rc, out, words)
+
+
+UPGRADE_GOOD = {"nvidia_driver_version": "535.261.03", "rolling_upgrade_confirm": False}
+UPGRADE_BAD = {
+    "a batch size of 0": ({"rolling_upgrade_serial": 0},
+                          ["rolling_upgrade_serial is 0", "a whole number of nodes (1 or more) or a percentage"]),
+    "a batch percentage over 100": ({"rolling_upgrade_serial": "150%"}, ["rolling_upgrade_serial is \"150%\""]),
+    "a batch of 0 %": ({"rolling_upgrade_serial": "0%"}, ["rolling_upgrade_serial is \"0%\""]),
+    "a cap over 100 %": ({"rolling_upgrade_max_unavailable": "120%"},
+                         ["rolling_upgrade_max_unavailable is \"120%\"", "from 1% to 100%"]),
+    "a cap of no node": ({"rolling_upgrade_max_unavailable": 0}, ["rolling_upgrade_max_unavailable is 0"]),
+    "a failure share over 100": ({"rolling_upgrade_max_fail_percentage": 150},
+                                 ["rolling_upgrade_max_fail_percentage is 150", "from 0 to 100"]),
+    "a driver version that is not a version": ({"nvidia_driver_version": "latest"},
+                                               ["nvidia_driver_version is \"latest\"", "a version such as"]),
+    "no driver version": ({"nvidia_driver_version": ""}, ["nvidia_driver_version is \"\"", "a version such as"]),
+    "a CUDA version that is not a version": ({"rolling_upgrade_components": ["cuda"], "cuda_toolkit_versions": ["12.x"]},
+                                             ["cuda_toolkit_versions is [\"12.x\"]"]),
+    "an unknown component": ({"rolling_upgrade_components": ["driver", "kernel"]},
+                             ["rolling_upgrade_components is [\"driver\", \"kernel\"]", "kernel is not a component"]),
+    "components given as a string": ({"rolling_upgrade_components": "driver"},
+                                     ["rolling_upgrade_components is \"driver\"", "must be a list"]),
+    "a fabric manager without its driver": ({"rolling_upgrade_components": ["fabricmanager"]},
+                                            ["upgraded together with the driver"]),
+    "a fabric manager version that differs from the driver's": (
+        {"rolling_upgrade_components": ["driver", "fabricmanager"],
+         "rolling_upgrade_fabricmanager_version": "535.216.03"},
+        ["rolling_upgrade_fabricmanager_version is \"535.216.03\"", "nvidia_driver_version is \"535.261.03\"",
+         "the driver's version exactly"]),
+    "a canary switch that is no boolean": ({"rolling_upgrade_canary": "sometimes"},
+                                           ["rolling_upgrade_canary is \"sometimes\""]),
+    "a deadline that is no duration": ({"rolling_upgrade_drain_deadline": "whenever"},
+                                       ["rolling_upgrade_drain_deadline is 'whenever'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UPGRADE_BAD))
+def test_rolling_upgrade_bad_input_stops_every_host_before_any_drain(tmp_path, case):
+    run = Run(tmp_path)
+    extra, words = UPGRADE_BAD[case]
+    rc, out = run.run(UPGRADE, dict(UPGRADE_GOOD, **extra))
+    _assert_stopped_naming(run, rc, out, words)
+    assert "Ask the driver role" not in out and "Upgrade the driver" not in out, out

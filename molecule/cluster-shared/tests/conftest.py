@@ -11,6 +11,9 @@ spare node out of Slurm.
 GPUCLUSTER_CLUSTER_TESTS (a blank-separated list of module names, with or without .py) runs only those modules:
 scripts/cluster.sh test deb13 test_3_health_drain runs one module on a kept cluster.
 A module that runs on one release only says so with `pytestmark = pytest.mark.release("debian13")`.
+A module that needs the spare node as a third compute node says `SPARE_IN_SLURM = True`: the resets before and after
+the module before it leave the spare in Slurm (the add-node module brings it in), and the module adds it itself
+(fixture `spare_added`) when it runs alone.
 """
 
 import glob
@@ -197,9 +200,18 @@ def _wait(what, probe, timeout=SETTLE_S):
     assert seen[0], "the cluster did not settle within %d s: %s: %s" % (timeout, what, seen[1])
 
 
-def reset_cluster(scenario, tmp_path):
-    """Put the cluster back into its known state; return what had to be undone (for the log)."""
+def spare_inventory(scenario):
+    """The extra inventory that puts the spare node into the site's groups (the operator's edit before adding it)."""
+    new = scenario.spare
+    return {"all": {"children": {"gpu_nodes": {"hosts": {new: {}}}, "slurm_compute": {"hosts": {new: {}}}}}}
+
+
+def reset_cluster(scenario, tmp_path, keep_spare=False):
+    """Put the cluster back into its known state; return what had to be undone (for the log). With keep_spare the
+    spare node, when it is in Slurm, stays there as a compute node like the others."""
     ctl = scenario.host(scenario.controller)
+    spare_in = keep_spare and scenario.spare in slurm_nodes(ctl)
+    compute = sorted(scenario.compute + [scenario.spare]) if spare_in else scenario.compute
     undone = []
     for host in scenario.groups.get("gpu_nodes", []) + [scenario.spare]:
         if faults_of(scenario, host):
@@ -215,12 +227,12 @@ def reset_cluster(scenario, tmp_path):
     for name in ctl.check_output("scontrol show reservation -o | sed -n 's/^ReservationName=\\([^ ]*\\) .*/\\1/p'").split():
         undone.append("reservation %s" % name)
         ctl.check_output("scontrol delete reservationname=%s" % name)
-    if scenario.spare in slurm_nodes(ctl):
+    if scenario.spare in slurm_nodes(ctl) and not spare_in:
         undone.append("spare node %s in Slurm" % scenario.spare)
         scenario.host(scenario.spare).check_output("systemctl disable --now slurmd")
         rc, out = scenario.playbook(tmp_path, "slurm.yml")
         assert rc == 0, out
-    for name, record in node_records(ctl, scenario.compute).items():
+    for name, record in node_records(ctl, compute).items():
         state = record["State"]
         if "DRAIN" in state or "DOWN" in state:
             undone.append("%s %s (%s)" % (name, state, record["Reason"]))
@@ -228,10 +240,10 @@ def reset_cluster(scenario, tmp_path):
 
     def settled():
         jobs = ctl.check_output("squeue --noheader --all --format='%i %T'")
-        states = {n: r["State"] for n, r in node_records(ctl, scenario.compute).items()}
-        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == scenario.compute,
+        states = {n: r["State"] for n, r in node_records(ctl, compute).items()}
+        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == compute,
                 "jobs %r, nodes %r, slurm knows %r" % (jobs, states, slurm_nodes(ctl)))
-    _wait("no jobs, every compute node idle, the spare node out of Slurm", settled)
+    _wait("no jobs, every compute node idle, the spare node %s" % ("in Slurm" if spare_in else "out of Slurm"), settled)
     return undone
 
 
@@ -266,15 +278,40 @@ def known_state(request, scenario, tmp_path_factory):
     """Every module starts from the known state and leaves it (a module's own finalizers run before this one's).
     The last module of a run leaves the reset to the next run's first module: molecule destroys the cluster next, and
     a kept cluster is reset before its next module anyway (putting the spare node back costs a Slurm play run)."""
-    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
+    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"), _keeps_spare(request.module))
     if undone:
         print("reset before %s undid: %s" % (request.module.__name__, ", ".join(undone)))
     yield
     if request.node.nodeid == _last_module(request.session):
         return
-    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"))
+    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"), _keeps_spare(_next_module(request)))
     if undone:
         print("reset after %s undid: %s" % (request.module.__name__, ", ".join(undone)))
+
+
+def _keeps_spare(module):
+    return bool(getattr(module, "SPARE_IN_SLURM", False))
+
+
+def _next_module(request):
+    """The module of the next test that is not skipped after this module's tests, or None."""
+    seen = False
+    for item in request.session.items:
+        if item.parent.nodeid == request.node.nodeid:
+            seen = True
+        elif seen and not item.get_closest_marker("skip"):
+            return item.module
+    return None
+
+
+@pytest.fixture(scope="module")
+def spare_added(scenario, ctl, tmp_path_factory):
+    """The spare node in Slurm as a compute node (added like an operator would, when the module before did not)."""
+    if scenario.spare not in slurm_nodes(ctl):
+        rc, out = scenario.playbook(tmp_path_factory.mktemp("add-spare"), SITE, spare_inventory(scenario),
+                                    limit=[scenario.spare, scenario.controller])
+        assert rc == 0, out
+    return scenario.spare
 
 
 def _last_module(session):

@@ -1,5 +1,7 @@
 """The repository definitions, keys, pins and package choices nvidia_driver writes for each OS and method."""
 
+import re
+
 import pytest
 
 from .rolerender import DEBIAN13, RHEL9, ROCKY8_ARM, UBUNTU_2204, UBUNTU_2404, RoleRender
@@ -91,7 +93,16 @@ def test_apt_pin(overrides, pin):
     r = role("Debian.yml", DEBIAN13, **overrides)
     text = r.template("apt-preferences.j2")
     assert pin in text and "Pin-Priority: 1001" in text
-    assert "Package: nvidia-kernel-dkms nvidia-smi libnvidia-ml1 libcuda1 firmware-nvidia-gsp\n" in text
+    # the driver's own packages, and the packages of the same version they depend on exactly (nvidia-alternative,
+    # libnvidia-ptxjitcompiler1, ...): without those a version that is not apt's candidate cannot install
+    assert "Package: nvidia-kernel-dkms nvidia-smi libnvidia-ml1 libcuda1 firmware-nvidia-gsp nvidia-* libnvidia-*\n" in text
+
+
+def test_backports_suite_only_when_asked():
+    plain = role("Debian.yml", DEBIAN13).template("debian-nvidia.sources.j2")
+    with_backports = role("Debian.yml", DEBIAN13, nvidia_driver_debian_backports=True).template("debian-nvidia.sources.j2")
+    assert "-backports" not in plain
+    assert re.search(r"^Suites: (\S+) \1-updates \1-backports$", with_backports, re.M), with_backports
 
 
 def test_module_options_one_line_per_module_sorted():

@@ -1,0 +1,130 @@
+"""playbooks/rolling_upgrade.yml on Debian 12, where the site installed the driver's packages at 535.216.03
+(bookworm-backports) and bookworm offers 535.261.03: a real package upgrade, which the simulator then reports (it
+reads the installed libnvidia-ml1). Three compute nodes (the spare is the third), one node per batch: the canary runs
+a job that the drain waits for (it ends COMPLETED, and the packages change only after it ended), is upgraded,
+checked against the new version and resumed; the second batch's node keeps reporting the old driver (a simulated
+upgrade that did not take), so it fails the check, stays drained with the reason, and the run stops with the third
+node untouched. --check shows the plan and changes nothing; the same playbook with the old version rolls the failed
+node back."""
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+from conftest import ROOT, node_records, set_faults, slurm_nodes, spare_inventory
+
+pytestmark = pytest.mark.release("debian12")
+SPARE_IN_SLURM = True
+
+OLD, NEW = "535.216.03", "535.261.03"
+DRIVER_PACKAGE = "libnvidia-ml1"
+
+
+def _installed(scenario, host):
+    return scenario.host(host).check_output("dpkg-query -W -f '${Version}' %s" % DRIVER_PACKAGE)
+
+
+def _reported(scenario, host):
+    return scenario.host(host).check_output(
+        "/opt/gpusim/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u")
+
+
+def _upgrade(scenario, tmp_path, version, args=(), limit=None, **extra):
+    extra_vars = dict({"nvidia_driver_version": version, "rolling_upgrade_confirm": False,
+                       "rolling_upgrade_max_unavailable": 1, "rolling_upgrade_drain_deadline": "5m",
+                       "health_sweep_report_dir": str(tmp_path / "reports")}, **extra)
+    return scenario.playbook(tmp_path, os.path.join(ROOT, "playbooks", "rolling_upgrade.yml"), extra_inventory=spare_inventory(scenario),
+                             extra_vars=extra_vars, args=args, limit=limit)
+
+
+@pytest.fixture(scope="module")
+def nodes(scenario, ctl, spare_added, tmp_path_factory):
+    """The three compute nodes in the playbook's order, every one at the old version (a kept cluster may have
+    been upgraded by an earlier run of this module: it is put back with the playbook first)."""
+    hosts = sorted(scenario.compute + [spare_added])
+    assert slurm_nodes(ctl) == hosts
+    if any(not _installed(scenario, h).startswith(OLD + "-") for h in hosts):
+        rc, out = _upgrade(scenario, tmp_path_factory.mktemp("back"), OLD, rolling_upgrade_canary=False,
+                           rolling_upgrade_serial="100%", rolling_upgrade_max_unavailable="100%")
+        assert rc == 0, out
+    return hosts
+
+
+def test_check_mode_shows_the_plan_and_changes_nothing(scenario, ctl, nodes, tmp_path):
+    canary, second, third = nodes
+    before = {h: _installed(scenario, h) for h in nodes}
+    rc, out = _upgrade(scenario, tmp_path, NEW, args=["--check"])
+    assert rc == 0, out
+    for number, host in enumerate(nodes, 1):
+        canary_note = r" \(canary\)" if number == 1 else ""
+        pattern = r"batch %d%s: %s \{\"driver\": \"%s\"" % (number, canary_note, re.escape(host), re.escape(OLD))
+        assert re.search(pattern, out), out
+    assert '"targets": {"driver": "%s"}' % NEW in out or "driver: %s" % NEW in out, out
+    assert {h: _installed(scenario, h) for h in nodes} == before
+    assert all(r["State"] == "IDLE" for r in node_records(ctl, nodes).values())
+    assert not (tmp_path / "reports").exists()
+
+
+def test_rolling_upgrade_waits_for_the_job_upgrades_and_stops_at_the_failed_batch(scenario, ctl, nodes, tmp_path):
+    canary, second, third = nodes
+    assert _reported(scenario, canary) == OLD
+    # the canary runs a job the drain must wait for
+    job = ctl.check_output("sbatch --parsable --nodelist=%s --gres=gpu:1 --time=2 -o /dev/null --wrap 'sleep 20'"
+                           % canary).split(";")[0]
+    deadline = time.monotonic() + 60
+    while ctl.check_output("squeue -h -j %s -o %%T" % job) != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(1)
+    # the second batch's upgrade "does not take": its GPUs go on reporting the old driver
+    set_faults(scenario, second, [{"name": "driver_version", "value": OLD}])
+
+    rc, out = _upgrade(scenario, tmp_path, NEW)
+    assert rc != 0, out
+    assert "the rolling upgrade failed on %s and stopped after batch 2" % second in out, out
+    report = json.loads((tmp_path / "reports" / "rolling-upgrade.json").read_text())
+    summary = report["nodes"]
+    assert report["stopped_after_batch"] in (2, "2")
+    assert {h: summary[h]["outcome"] for h in nodes} == {canary: "done", second: "failed", third: "untouched"}
+
+    # the job ran to its end, and the canary's packages changed only after it
+    assert ctl.check_output("sacct -n -X -P -j %s -o State" % job) == "COMPLETED"
+    ended = ctl.check_output("sacct -n -X -P -j %s -o End" % job).replace("T", " ")
+    installed_at = scenario.host(canary).check_output(
+        "grep ' status installed %s:' /var/log/dpkg.log | tail -n 1 | cut -c1-19" % DRIVER_PACKAGE)
+    assert installed_at >= ended, (installed_at, ended)
+
+    # the canary: new package, the simulator reports it, the reboot a container cannot do was detected, resumed
+    assert _installed(scenario, canary).startswith(NEW + "-")
+    assert _reported(scenario, canary) == NEW
+    assert summary[canary]["before"]["driver"] == OLD and summary[canary]["after"]["driver"] == NEW
+    assert summary[canary]["reboot"] and "reboot needed" in summary[canary]["reboot"]
+    assert "container" in summary[canary]["reboot"]
+    records = node_records(ctl, nodes)
+    assert records[canary]["State"] == "IDLE", records[canary]
+
+    # the second: upgraded on disk, failed the check, drained by the upgrade with the code
+    assert _installed(scenario, second).startswith(NEW + "-")
+    assert "DRAIN" in records[second]["State"], records[second]
+    assert records[second]["Reason"].startswith("gpucluster-upgrade:"), records[second]
+    assert "GPU-DRIVER-VERSION" in records[second]["Reason"], records[second]
+    assert summary[second]["after"]["driver"] == NEW
+
+    # the third: untouched (never drained, old package)
+    assert _installed(scenario, third).startswith(OLD + "-")
+    assert records[third]["State"] == "IDLE" and not records[third]["Reason"], records[third]
+    assert summary[third]["after"] is None and "stopped after batch 2" in summary[third]["note"]
+
+
+def test_the_same_playbook_with_the_old_version_rolls_the_failed_node_back(scenario, ctl, nodes, tmp_path):
+    second = nodes[1]
+    assert "DRAIN" in node_records(ctl, [second])[second]["State"]
+    rc, out = _upgrade(scenario, tmp_path, OLD, limit=[second])
+    assert rc == 0, out
+    assert _installed(scenario, second).startswith(OLD + "-")
+    record = node_records(ctl, [second])[second]
+    assert record["State"] == "IDLE" and not record["Reason"], record
+    summary = json.loads((tmp_path / "reports" / "rolling-upgrade.json").read_text())["nodes"]
+    assert summary == {second: dict(summary[second], outcome="done", batch=1)}
+    assert summary[second]["before"]["driver"] == NEW and summary[second]["after"]["driver"] == OLD
