@@ -12,15 +12,21 @@ variables of its vault.yml.example as extra vars) and checked for what a site ru
 - gpucluster.ops.ipoib_addresses gives every host of the fabric its own address;
 - gpucluster.ops.team_quotas accepts the team model, its GPU types are the cluster's, its partitions exist;
 - health_check_expected passes the health checker's own config validation;
-- ansible-playbook --syntax-check of playbooks/site.yml passes with it.
+- ansible-playbook --syntax-check of playbooks/site.yml passes with it;
+- ansible-inventory --graph parses it (an inventory source it cannot parse fails the run, not a warning) and shows
+  every group and host the checks above count.
 
-The ansible-playbook runs (syntax check and render, per inventory) start together with the module's first test and
-run beside the in-process checks.
+GPU nodes of the group kubernetes_gpu_nodes (an example where Slurm runs beside Kubernetes) are GPU nodes without
+being Slurm compute nodes: the Slurm and team checks count slurm_compute, the hardware checks every GPU node.
+
+The ansible-playbook and ansible-inventory runs (syntax check, render and graph, per inventory) start together with
+the module's first test and run beside the in-process checks.
 """
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -51,11 +57,29 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES_DIR = os.path.join(ROOT, "inventories", "examples")
 EXAMPLES = sorted(d for d in os.listdir(EXAMPLES_DIR) if os.path.isfile(os.path.join(EXAMPLES_DIR, d, "hosts.yml")))
 
-# What each example must come to: GPU nodes, GPUs, and per node type (Slurm GPU type) nodes and GPUs per node.
+# What each example must come to: GPU nodes and GPUs of the whole cluster; per node type (Slurm GPU type) the Slurm
+# compute nodes and GPUs per node; the Kubernetes GPU nodes (group kubernetes_gpu_nodes) per GPU type, when there are
+# any; and the IPoIB rails of a GPU node (one address per rail).
 EXPECTED = {
-    "hgx-h100-256": {"gpu_nodes": 32, "gpus": 256, "types": {"h100": (32, 8)}},
-    "mixed-a100-l40s": {"gpu_nodes": 40, "gpus": 224, "types": {"a100": (16, 8), "l40s": (24, 4)}},
+    "dgx-a100-50gpu": {"gpu_nodes": 10, "gpus": 50, "types": {"a100": (4, 8), "l40s": (4, 3)},
+                       "kubernetes": {"l40s": (2, 3)}, "rails": 1},
+    "hgx-h100-256": {"gpu_nodes": 32, "gpus": 256, "types": {"h100": (32, 8)}, "kubernetes": {}, "rails": 1},
+    "hgx-h100-400gpu": {"gpu_nodes": 50, "gpus": 400, "types": {"h100": (50, 8)}, "kubernetes": {}, "rails": 2},
+    "mixed-a100-l40s": {"gpu_nodes": 40, "gpus": 224, "types": {"a100": (16, 8), "l40s": (24, 4)}, "kubernetes": {},
+                        "rails": 1},
 }
+KUBERNETES_GROUP = "kubernetes_gpu_nodes"
+
+
+def slurm_nodes(name):
+    """The Slurm compute nodes an example must have."""
+    return sum(nodes for nodes, _per_node in EXPECTED[name]["types"].values())
+
+
+def slurm_gpus(name):
+    """The GPUs of an example's Slurm compute nodes (the whole cluster's where no GPU node is Kubernetes')."""
+    return sum(nodes * per_node for nodes, per_node in EXPECTED[name]["types"].values())
+
 
 # Host variables the roles read that are not role arguments (README: slurm, node_baseline, monitoring), and the
 # connection variables. Anything else an example sets must be an argument of a role of playbooks/site.yml.
@@ -118,11 +142,41 @@ def playbook_runs(tmp_path_factory):
         runs[(name, "render")] = subprocess.Popen(
             render_argv(inventory, play, tmp / ("%s.json" % name)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, cwd=ROOT, env=render_env(ANSIBLE_DEPRECATION_WARNINGS="False"))
+        runs[(name, "graph")] = _graph(inventory)
     yield runs
     for proc in runs.values():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _graph(inventory):
+    """Start ``ansible-inventory --graph`` on ``inventory``; a source it cannot parse fails the run (Ansible's default
+    is a warning and an inventory of localhost alone)."""
+    return subprocess.Popen(
+        ["ansible-inventory", "-i", str(inventory), "--graph"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=ROOT, env=ansible_env(ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_INVENTORY_UNPARSED_FAILED="True",
+                                             ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True"))
+
+
+def _graph_groups(out):
+    """{group: {every host under it, through its child groups too}} from ``ansible-inventory --graph``."""
+    groups, stack = {}, []
+    for line in out.splitlines():
+        text = line.rstrip()
+        if not text:
+            continue
+        cut = text.rfind("|--")
+        depth, name = (cut // 3 + 1, text[cut + 3:]) if cut >= 0 else (0, text)
+        del stack[depth:]
+        if name.startswith("@"):
+            name = name[1:].rstrip(":")
+            groups.setdefault(name, set())
+            stack.append(name)
+        else:
+            for group in stack:
+                groups[group].add(name)
+    return groups
 
 
 def _finish(playbook_runs, name, kind):
@@ -203,12 +257,37 @@ def test_groups_of_the_site_playbook(example):
     assert example.hosts("slurm_controller") == example.hosts("slurm_database")
     assert set(example.hosts("slurm_controller")) <= set(example.hosts("head_nodes"))
     assert set(example.hosts("slurm_login")) == set(example.hosts("head_nodes"))
-    assert sorted(example.hosts("slurm_compute")) == sorted(gpu_nodes)
+    # Every GPU node is a Slurm compute node or a Kubernetes GPU node, never both.
+    kubernetes = example.groups.get(KUBERNETES_GROUP, [])
+    assert len(kubernetes) == sum(nodes for nodes, _per_node in expected["kubernetes"].values())
+    assert set(kubernetes) <= set(gpu_nodes)
+    assert sorted(example.hosts("slurm_compute")) == sorted(set(gpu_nodes) - set(kubernetes))
+    assert len(example.hosts("slurm_compute")) == slurm_nodes(example.name)
     assert not set(gpu_nodes) & set(example.hosts("head_nodes"))
     # Node types: child groups of gpu_nodes that split it without overlap.
     types = [g.name for g in example.inventory.groups["gpu_nodes"].child_groups]
-    assert len(types) == len(expected["types"])
+    assert len(types) == len(set(expected["types"]) | set(expected["kubernetes"]))
     assert sorted(h for t in types for h in example.groups[t]) == sorted(gpu_nodes)
+    # The whole cluster's GPUs, as the nodes' health checks expect them.
+    assert sum(example.value(h, "health_check_expected")["gpu_count"] for h in gpu_nodes) == expected["gpus"]
+    for gpu_type, (nodes, per_node) in expected["kubernetes"].items():
+        assert [h for h in kubernetes if example.value(h, "slurm_node_gres")[0]["type"] == gpu_type] == kubernetes
+        assert {example.value(h, "health_check_expected")["gpu_count"] for h in kubernetes} == {per_node}
+        assert len(kubernetes) == nodes
+
+
+def test_kubernetes_gpu_nodes_get_no_slurm(example):
+    """A Kubernetes GPU node gets the GPU nodes' roles, not Slurm's: no slurmd, so no HealthCheckProgram wrapper, and
+    the containers bring CUDA and NCCL."""
+    kubernetes = example.groups.get(KUBERNETES_GROUP, [])
+    plays = [pattern for pattern, role, _entry in _site_roles() if role == "gpucluster.ops.slurm"]
+    assert plays and all(not set(kubernetes) & set(example.hosts(pattern)) for pattern in plays)
+    for host in kubernetes:
+        assert example.value(host, "health_check_slurm_enabled") is False, host
+        assert example.value(host, "gpucluster_site_skip_roles") == ["cuda_toolkit", "nccl"], host
+    for host in example.hosts("slurm_compute"):
+        assert "health_check_slurm_enabled" not in example.set_keys(host), host
+        assert "gpucluster_site_skip_roles" not in example.set_keys(host), host
 
 
 def test_no_lab_settings_and_no_secrets(example):
@@ -284,7 +363,13 @@ def test_ipoib_addresses_do_not_collide(example):
     assert len(mtu) == 1
     assigned = IpoibFilters().filters()["ipoib_addresses"](hosts, example.hostvars, fabric_mtu=mtu.pop())
     addresses = [i["address"] for h in hosts for i in assigned[h] if i.get("address")]
-    assert len(addresses) == len(hosts)  # every host has its ib0 address
+    # every host has its ib0 address; each GPU node one address per rail, each rail its own subnet
+    assert sorted(h for h in hosts for i in assigned[h] if i.get("address") and i["name"] == "ib0") == sorted(hosts)
+    rails = EXPECTED[example.name]["rails"]
+    for host in example.groups["gpu_nodes"]:
+        subnets = [i["subnet"] for i in assigned[host] if i.get("address")]
+        assert len(subnets) == len(set(subnets)) == rails, (host, assigned[host])
+    assert len(addresses) == len(hosts) + (rails - 1) * len(example.groups["gpu_nodes"])
     assert len(set(addresses)) == len(addresses)
 
 
@@ -308,7 +393,7 @@ def test_team_quota_model(example):
         gpus = sum(n * per for t, (n, per) in types.items() if t in team.get("gpu_types", list(types)))
         assert 0 < team["max_concurrent"] <= gpus, team
     monthly = [int(team["gpu_hours"].split("/")[0]) for team in teams.values() if team["gpu_hours"].endswith("/month")]
-    assert len(monthly) == len(teams) and sum(monthly) <= EXPECTED[example.name]["gpus"] * 730
+    assert len(monthly) == len(teams) and sum(monthly) <= slurm_gpus(example.name) * 730
 
 
 def _team_quota_preflight(example, **overrides):
@@ -334,9 +419,9 @@ def test_team_quota_preflight_accepts_the_teams_against_the_cluster(example):
     """The role's own preflight expressions: the cluster it reads is the one the render declares, and the teams fit."""
     cluster, team_model = _team_quota_preflight(example)
     types = EXPECTED[example.name]["types"]
-    assert len(cluster["nodes"]) == EXPECTED[example.name]["gpu_nodes"]
+    assert len(cluster["nodes"]) == slurm_nodes(example.name)
     assert sorted(set(t for c in cluster["nodes"].values() for t in c)) == sorted(types)
-    assert sum(sum(c.values()) for c in cluster["nodes"].values()) == EXPECTED[example.name]["gpus"]
+    assert sum(sum(c.values()) for c in cluster["nodes"].values()) == slurm_gpus(example.name)
     controller = example.hosts("slurm_controller")[0]
     assert sorted(cluster["partitions"]) == sorted(p["name"] for p in example.value(controller, "slurm_partitions"))
     assert team_model["errors"] == [] and team_model["warnings"] == []
@@ -345,7 +430,7 @@ def test_team_quota_preflight_accepts_the_teams_against_the_cluster(example):
 def test_team_quota_preflight_refuses_teams_the_cluster_cannot_serve(example):
     controller = example.hosts("slurm_controller")[0]
     teams = example.value(controller, "team_quota_teams")
-    gpus = EXPECTED[example.name]["gpus"]
+    gpus = slurm_gpus(example.name)
     name = sorted(teams)[0]
     bad = dict(teams)
     bad[name] = dict(teams[name], max_concurrent=gpus + 1, gpu_hours="%d/month" % (gpus * 24 * 31 + 1),
@@ -394,7 +479,7 @@ def test_slurm_render_passes_the_config_checker(playbook_runs, name, tmp_path):
         names = expand_hostlist(node["NodeName"])
         assert (len(names), int(count)) == expected["types"][gpu_type]
         total += len(names) * int(count)
-    assert total == expected["gpus"]
+    assert total == slurm_gpus(name)
     gres = [line for line in files["gres.conf"].splitlines() if line.startswith("NodeName=")]
     assert len(gres) == len(expected["types"])
     switches = [line for line in files["topology.conf"].splitlines() if line.startswith("SwitchName=")]
@@ -412,3 +497,32 @@ def test_site_playbook_syntax_check(playbook_runs, name):
     rc, out, err = _finish(playbook_runs, name, "syntax")
     assert rc == 0, (out[-2000:], err[-2000:])
     assert "WARNING" not in err, err
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_ansible_inventory_graph(playbook_runs, name):
+    """ansible-inventory parses the example and shows the groups and hosts the checks above count."""
+    rc, out, err = _finish(playbook_runs, name, "graph")
+    assert rc == 0, (out[-2000:], err[-2000:])
+    assert "WARNING" not in err, err
+    groups = _graph_groups(out)
+    expected = EXPECTED[name]
+    kubernetes = sum(nodes for nodes, _per_node in expected["kubernetes"].values())
+    assert {"head_nodes", "gpu_nodes", "slurm_controller", "slurm_database", "slurm_login", "slurm_compute"} <= set(groups)
+    assert groups["all"] == groups["head_nodes"] | groups["gpu_nodes"]
+    assert len(groups["gpu_nodes"]) == expected["gpu_nodes"]
+    assert len(groups.get(KUBERNETES_GROUP, ())) == kubernetes
+    assert groups["slurm_compute"] == groups["gpu_nodes"] - groups.get(KUBERNETES_GROUP, set())
+    assert len(groups["slurm_controller"]) == 1 and groups["slurm_login"] == groups["head_nodes"]
+
+
+def test_ansible_inventory_graph_fails_on_a_broken_inventory(tmp_path):
+    """The graph check is no formality: an example whose hosts.yml does not parse fails it."""
+    broken = tmp_path / "broken"
+    shutil.copytree(os.path.join(EXAMPLES_DIR, EXAMPLES[0]), str(broken))
+    with open(str(broken / "hosts.yml"), "a") as handle:
+        handle.write("    slurm_compute: [unclosed\n")
+    proc = _graph(broken)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0, (out, err)
+    assert "hosts.yml" in err, err

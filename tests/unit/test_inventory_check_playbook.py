@@ -49,7 +49,8 @@ def test_roles_site_yml_may_leave_out_pass(tmp_path):
     assert rc == 0, out
 
 
-@pytest.mark.parametrize("inventory", ["lab", "examples/hgx-h100-256", "examples/mixed-a100-l40s"])
+@pytest.mark.parametrize("inventory", ["lab", "examples/dgx-a100-50gpu", "examples/hgx-h100-256",
+                                       "examples/hgx-h100-400gpu", "examples/mixed-a100-l40s"])
 def test_the_shipped_inventories_pass(inventory):
     rc, out = run_check(os.path.join(ROOT, "inventories", inventory))
     assert rc == 0, out
