@@ -52,11 +52,12 @@ LIST_KEYS = ("vbios_versions", "ib_fw_versions")
 SOURCES = ("cli", "module", "replay")
 # Whose drain a marker's owner is, and who resumes the node (docs/drain.md).
 OWNER_LABELS = {"health": "the health checks", "maintenance": "the monthly maintenance's deep checks",
-                "drift": "the weekly maintenance (version drift)"}
+                "drift": "the weekly maintenance (version drift)", "add-node": "the add-node playbook's health check"}
 OWNER_ACTIONS = {
     "health": "the health sweep (health_sweep_drain) resumes it once it checks healthy",
     "maintenance": "repair it, then rerun the monthly maintenance on it: it resumes the nodes that pass",
     "drift": "bring its versions to the pins: the weekly maintenance (maintenance_drain_on_drift) resumes it then",
+    "add-node": "repair it, then run add_node.yml on it again: it resumes it once its health check passes",
 }
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 
