@@ -53,7 +53,8 @@ SOURCES = ("cli", "module", "replay")
 # Whose drain a marker's owner is, and who resumes the node (docs/drain.md).
 OWNER_LABELS = {"health": "the health checks", "maintenance": "the monthly maintenance's deep checks",
                 "drift": "the weekly maintenance (version drift)", "nvlink": "the NVLink remediation",
-                "upgrade": "the rolling upgrade"}
+                "upgrade": "the rolling upgrade",
+                "add-node": "the add-node playbook's health check"}
 OWNER_ACTIONS = {
     "health": "the health sweep (health_sweep_drain) resumes it once it checks healthy",
     "maintenance": "repair it, then rerun the monthly maintenance on it: it resumes the nodes that pass",
@@ -61,6 +62,7 @@ OWNER_ACTIONS = {
     "nvlink": "do the next action of its reason; then rerun the NVLink remediation on it: it resumes it once it recovers",
     "upgrade": "fix or roll back (rolling_upgrade.yml with the previous versions, --limit to it): it resumes it once "
                "healthy",
+    "add-node": "repair it, then run add_node.yml on it again: it resumes it once its health check passes",
 }
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 

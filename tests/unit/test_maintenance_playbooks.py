@@ -19,16 +19,14 @@ import sys
 import pytest
 import yaml
 
+from logged_scontrol import logged_scontrol_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WEEKLY = os.path.join(ROOT, "playbooks", "maintenance_weekly.yml")
 MONTHLY = os.path.join(ROOT, "playbooks", "maintenance_monthly.yml")
 NVLINK = os.path.join(ROOT, "playbooks", "nvlink_remediation.yml")
 UPGRADE = os.path.join(ROOT, "playbooks", "rolling_upgrade.yml")
 HOSTS = ("gpu01", "gpu02")
-FAKE_SCONTROL = """#!/bin/sh
-echo "$*" >> "$FAKE_SLURM_LOG"
-exit 1
-"""
 
 
 class Run(object):
@@ -36,14 +34,7 @@ class Run(object):
 
     def __init__(self, tmp_path):
         self.tmp = tmp_path
-        self.log = tmp_path / "scontrol.log"
-        bindir = tmp_path / "bin"
-        bindir.mkdir()
-        (bindir / "scontrol").write_text(FAKE_SCONTROL)
-        (bindir / "scontrol").chmod(0o755)
-        self.env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="false",
-                        ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-                        FAKE_SLURM_LOG=str(self.log), PATH="%s:%s" % (bindir, os.environ["PATH"]))
+        self.env, self.log = logged_scontrol_env(tmp_path)
         local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
         self.scratch = tmp_path / "scratch"
         self.scratch.mkdir()

@@ -308,8 +308,8 @@ def _next_module(request):
 def spare_added(scenario, ctl, tmp_path_factory):
     """The spare node in Slurm as a compute node (added like an operator would, when the module before did not)."""
     if scenario.spare not in slurm_nodes(ctl):
-        rc, out = scenario.playbook(tmp_path_factory.mktemp("add-spare"), SITE, spare_inventory(scenario),
-                                    limit=[scenario.spare, scenario.controller])
+        rc, out = scenario.playbook(tmp_path_factory.mktemp("add-spare"), os.path.join(ROOT, "playbooks", "add_node.yml"),
+                                    spare_inventory(scenario), extra_vars={"add_nodes": scenario.spare})
         assert rc == 0, out
     return scenario.spare
 

@@ -11,13 +11,13 @@ Debian 13 only: the playbooks and Slurm's commands are the same on both releases
 
 import json
 import os
-import threading
 import time
 from datetime import datetime, timezone
 
 import pytest
 
 from conftest import ROOT, node_records, set_faults
+from poller import Poller
 
 pytestmark = pytest.mark.release("debian13")
 
@@ -59,7 +59,7 @@ def reservations(ctl):
     return found
 
 
-class Watcher(object):
+class Watcher(Poller):
     """Polls the reservations and node states on the controller while a playbook runs, once a second."""
 
     def __init__(self, scenario):
@@ -67,23 +67,12 @@ class Watcher(object):
         self.scenario = scenario
         self.seen = {}
         self.states = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super(Watcher, self).__init__(self._poll)
 
-    def _run(self):
-        while not self._stop.is_set():
-            for name, fields in reservations(self.ctl).items():
-                self.seen.setdefault(name, fields)
-            self.states.append(states(self.ctl, self.scenario))
-            self._stop.wait(1)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(30)
+    def _poll(self):
+        for name, fields in reservations(self.ctl).items():
+            self.seen.setdefault(name, fields)
+        self.states.append(states(self.ctl, self.scenario))
 
 
 @pytest.fixture(scope="module")

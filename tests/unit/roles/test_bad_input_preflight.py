@@ -285,6 +285,8 @@ SLURM_CASES = [
       "node {c2} is in partitions dev and research, which both have exclusive_nodes: true"]),
     ("gres-count-not-a-number", {"{c1}": {"slurm_node_gres": [{"name": "gpu", "type": "a100", "count": "eight"}]}},
      {}, ["slurm_node_gres[0].count", "{c1}", "eight", "host {c1}: slurm_node_gres[0].count is 'eight'"]),
+    ("join-drain-owner-not-an-owner", {}, {"slurm_join_drain_owner": "add_node"},
+     ["slurm_join_drain_owner", "{c1}", "add_node", 'host {ctl}: slurm_join_drain_owner is "add_node"']),
     ("partition-names-undefined-group", {},
      {"slurm_partitions": [{"name": "dev", "groups": ["slurm_compute_typo"]}]},
      ["slurm_partitions", "{ctl}", "slurm_compute_typo",
