@@ -184,6 +184,11 @@ def test_prometheus_scrapes_every_target_of_the_site(scenario):
                             for job, hosts in up_wanted.items() for h in hosts) else {}
 
     found = _wait(scraped, SCRAPE_WAIT_S) or targets()
-    assert {job: set(hosts) for job, hosts in found.items()} == wanted, found
+    jobs = {job: set(hosts) for job, hosts in found.items()}
+    if reset_since_converge(head):
+        # a kept cluster: test_8's add_node.yml may have made the spare a target of more jobs since the converge
+        jobs = {job: hosts - {scenario.spare} for job, hosts in jobs.items()}
+        wanted = {job: hosts - {scenario.spare} for job, hosts in wanted.items()}
+    assert jobs == wanted, found
     down = {(job, h): found[job][h] for job, hosts in up_wanted.items() for h in hosts if found[job][h][0] != "up"}
     assert down == {}, down
