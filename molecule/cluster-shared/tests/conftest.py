@@ -227,11 +227,12 @@ def reset_cluster(scenario, tmp_path):
     """Put the cluster back into its known state; return what had to be undone (for the log)."""
     ctl = scenario.host(scenario.controller)
     ctl.check_output("mkdir -p %s && touch %s" % (os.path.dirname(RESET_MARK), RESET_MARK))
-    undone = []
+    undone, healed = [], []
     for host in scenario.groups.get("gpu_nodes", []) + [scenario.spare]:
         if faults_of(scenario, host):
             undone.append("faults on %s" % host)
             set_faults(scenario, host, [])
+            healed += [host] if host in scenario.compute else []
         stopped = stopped_units(scenario, host)
         if stopped:
             undone.append("%s stopped on %s" % (", ".join(stopped), host))
@@ -256,9 +257,13 @@ def reset_cluster(scenario, tmp_path):
     def settled():
         jobs = ctl.check_output("squeue --noheader --all --format='%i %T'")
         states = {n: r["State"] for n, r in node_records(ctl, scenario.compute).items()}
-        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == scenario.compute,
-                "jobs %r, nodes %r, slurm knows %r" % (jobs, states, slurm_nodes(ctl)))
-    _wait("no jobs, every compute node idle, the spare node out of Slurm", settled)
+        # slurmd's health check reports a cleared fault at its next run (slurm_health_check_interval) only
+        reports = {h: health_report(scenario, h)["status"] for h in healed}
+        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == scenario.compute
+                and all(r == "ok" for r in reports.values()),
+                "jobs %r, nodes %r, slurm knows %r, health reports of the healed nodes %r"
+                % (jobs, states, slurm_nodes(ctl), reports))
+    _wait("no jobs, every compute node idle, the spare node out of Slurm, the healed nodes' health checks ok", settled)
     return undone
 
 
