@@ -80,7 +80,7 @@ def _load(path):
 
 def molecule_inventory(scenario, answers=None):
     """The inventory molecule writes for `scenario` (its platforms and their groups, its provisioner's group_vars
-    and linked group_vars folder), each container an offline host with the facts of its image."""
+    and linked group_vars and host_vars folders), each container an offline host with the facts of its image."""
     folder = os.path.join(ROOT, "molecule", scenario)
     config = _load(os.path.join(folder, "molecule.yml"))
     platforms = config.get("platforms") or _load(os.path.join(ROOT, ".config", "molecule", "config.yml"))["platforms"]
@@ -90,11 +90,14 @@ def molecule_inventory(scenario, answers=None):
     if link:
         for path in sorted(glob.glob(os.path.join(folder, link, "*.yml"))):
             group_vars.setdefault(os.path.basename(path)[:-4], {}).update(_load(path))
+    host_link = (provisioner.get("links") or {}).get("host_vars")
     inventory = {"all": {"vars": group_vars.pop("all", {}), "hosts": {}}}
     for number, platform in enumerate(platforms):
         name = platform["name"].replace("${MOLECULE_SCENARIO_NAME}", scenario)
         facts = container_facts(IMAGE_FACTS[platform["image"]], name, "172.30.0.%d" % (10 + number))
-        inventory["all"]["hosts"][name] = offline_host(facts, (answers or {}).get(name))
+        host_vars = os.path.join(folder, host_link, name + ".yml") if host_link else ""
+        inventory["all"]["hosts"][name] = offline_host(facts, (answers or {}).get(name),
+                                                       **(_load(host_vars) if os.path.isfile(host_vars) else {}))
         for group in platform.get("groups") or []:
             inventory.setdefault(group, {"hosts": {}, "vars": group_vars.get(group, {})})["hosts"][name] = {}
     children = {group: data for group, data in inventory.items() if group != "all"}

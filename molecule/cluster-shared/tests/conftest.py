@@ -54,6 +54,8 @@ class Scenario(object):
         self.groups = {name: sorted((data or {}).get("hosts") or {}) for name, data in inventory.items() if name != "all"}
         self.instances = sorted(inventory["all"]["hosts"])
         self.group_vars = {os.path.basename(p)[:-4]: _load(p) for p in glob.glob(os.path.join(SHARED, "group_vars", "*.yml"))}
+        self.host_vars = {os.path.basename(p)[:-4]: _load(p) for p in glob.glob(os.path.join(SHARED, "host_vars", "*.yml"))
+                          if os.path.basename(p)[:-4] in self.instances}
         self.release = "debian12" if "debian12" in self.groups else "debian13"
         self.configless = bool(self.group_vars[self.release].get("slurm_configless"))
         self.cluster_name = self.group_vars[self.release]["slurm_cluster_name"]
@@ -78,6 +80,16 @@ class Scenario(object):
     @property
     def compute(self):
         return self.groups["slurm_compute"]
+
+    @property
+    def converge_faults(self):
+        """{host: simulated faults} that prepare.yml gave a node from its host_vars (the faulty node of test_0)."""
+        return {h: v["gpusim_faults"] for h, v in sorted(self.host_vars.items()) if v.get("gpusim_faults")}
+
+    def skipped_roles(self, host):
+        """The roles site.yml leaves out on a host (gpucluster_site_skip_roles: its host_vars, else its release's)."""
+        default = self.group_vars[self.release].get("gpucluster_site_skip_roles")
+        return set(self.host_vars.get(host, {}).get("gpucluster_site_skip_roles", default) or [])
 
     def node_vars(self, host):
         """The variables of a GPU host's hardware group (slurm_node_*, health_check_expected, gpusim_profile)."""
@@ -123,6 +135,12 @@ def node_records(ctl, nodes):
         fields["Reason"] = reason.strip()
         records[fields["NodeName"]] = fields
     return records
+
+
+def expected_partitions(scenario, host):
+    """The partitions of slurm_partitions that take a host (those naming one of its groups), sorted."""
+    return sorted(part["name"] for part in scenario.group_vars["all"]["slurm_partitions"]
+                  if any(host in scenario.groups.get(g, []) for g in part["groups"]))
 
 
 def slurm_nodes(ctl):
@@ -200,6 +218,14 @@ def _wait(what, probe, timeout=SETTLE_S):
     assert seen[0], "the cluster did not settle within %d s: %s: %s" % (timeout, what, seen[1])
 
 
+# Left on the controller by the first reset: test_0_site.py then knows the state it sees is no longer the converge's.
+RESET_MARK = "/var/lib/gpucluster-tests/reset"
+
+
+def reset_since_converge(ctl):
+    return ctl.file(RESET_MARK).exists
+
+
 def spare_inventory(scenario):
     """The extra inventory that puts the spare node into the site's groups (the operator's edit before adding it)."""
     new = scenario.spare
@@ -210,13 +236,15 @@ def reset_cluster(scenario, tmp_path, keep_spare=False):
     """Put the cluster back into its known state; return what had to be undone (for the log). With keep_spare the
     spare node, when it is in Slurm, stays there as a compute node like the others."""
     ctl = scenario.host(scenario.controller)
+    ctl.check_output("mkdir -p %s && touch %s" % (os.path.dirname(RESET_MARK), RESET_MARK))
     spare_in = keep_spare and scenario.spare in slurm_nodes(ctl)
     compute = sorted(scenario.compute + [scenario.spare]) if spare_in else scenario.compute
-    undone = []
+    undone, healed = [], []
     for host in scenario.groups.get("gpu_nodes", []) + [scenario.spare]:
         if faults_of(scenario, host):
             undone.append("faults on %s" % host)
             set_faults(scenario, host, [])
+            healed += [host] if host in compute else []
         stopped = stopped_units(scenario, host)
         if stopped:
             undone.append("%s stopped on %s" % (", ".join(stopped), host))
@@ -241,9 +269,14 @@ def reset_cluster(scenario, tmp_path, keep_spare=False):
     def settled():
         jobs = ctl.check_output("squeue --noheader --all --format='%i %T'")
         states = {n: r["State"] for n, r in node_records(ctl, compute).items()}
-        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == compute,
-                "jobs %r, nodes %r, slurm knows %r" % (jobs, states, slurm_nodes(ctl)))
-    _wait("no jobs, every compute node idle, the spare node %s" % ("in Slurm" if spare_in else "out of Slurm"), settled)
+        # slurmd's health check reports a cleared fault at its next run (slurm_health_check_interval) only
+        reports = {h: health_report(scenario, h)["status"] for h in healed}
+        return (not jobs and all(s == "IDLE" for s in states.values()) and slurm_nodes(ctl) == compute
+                and all(r == "ok" for r in reports.values()),
+                "jobs %r, nodes %r, slurm knows %r, health reports of the healed nodes %r"
+                % (jobs, states, slurm_nodes(ctl), reports))
+    _wait("no jobs, every compute node idle, the spare node %s, the healed nodes' health checks ok"
+          % ("in Slurm" if spare_in else "out of Slurm"), settled)
     return undone
 
 
@@ -277,10 +310,14 @@ def wrapper_silenced(scenario):
 def known_state(request, scenario, tmp_path_factory):
     """Every module starts from the known state and leaves it (a module's own finalizers run before this one's).
     The last module of a run leaves the reset to the next run's first module: molecule destroys the cluster next, and
-    a kept cluster is reset before its next module anyway (putting the spare node back costs a Slurm play run)."""
-    undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"), _keeps_spare(request.module))
-    if undone:
-        print("reset before %s undid: %s" % (request.module.__name__, ", ".join(undone)))
+    a kept cluster is reset before its next module anyway (putting the spare node back costs a Slurm play run).
+    A module with CONVERGE_STATE = True (test_0_site.py) asserts the state the site run left: it starts without the
+    reset on a cluster no reset has touched yet."""
+    converge_state = getattr(request.module, "CONVERGE_STATE", False)
+    if not converge_state or reset_since_converge(scenario.host(scenario.controller)):
+        undone = reset_cluster(scenario, tmp_path_factory.mktemp("reset"), _keeps_spare(request.module))
+        if undone:
+            print("reset before %s undid: %s" % (request.module.__name__, ", ".join(undone)))
     yield
     if request.node.nodeid == _last_module(request.session):
         return

@@ -4,7 +4,7 @@ accounting, the health check slurmd runs; and the files and daemons behind it.""
 import json
 import re
 
-from conftest import health_report, node_records
+from conftest import expected_partitions, health_report, node_records
 
 
 def _compute(scenario):
@@ -29,14 +29,6 @@ def _sinfo_nodes(ctl):
     return nodes
 
 
-def _expected_partitions(scenario, host):
-    parts = []
-    for part in scenario.group_vars["all"]["slurm_partitions"]:
-        if any(host in scenario.groups.get(g, []) for g in part["groups"]):
-            parts.append(part["name"])
-    return sorted(parts)
-
-
 def test_sinfo_json_matches_inventory(scenario, ctl):
     nodes = _sinfo_nodes(ctl)
     assert sorted(nodes) == _compute(scenario)
@@ -47,7 +39,7 @@ def test_sinfo_json_matches_inventory(scenario, ctl):
         assert nodes[host]["cpus"] == declared["slurm_node_cpus"]
         assert nodes[host]["real_memory"] == declared["slurm_node_real_memory"]
         assert nodes[host]["features"] == ",".join(declared["slurm_node_features"])
-        assert nodes[host]["partitions"] == _expected_partitions(scenario, host)
+        assert nodes[host]["partitions"] == expected_partitions(scenario, host)
 
 
 def test_scontrol_nodes_match_inventory_and_are_idle(scenario, ctl):
@@ -63,7 +55,7 @@ def test_scontrol_nodes_match_inventory_and_are_idle(scenario, ctl):
         assert int(node["RealMemory"]) == declared["slurm_node_real_memory"]
         assert node["AvailableFeatures"] == ",".join(declared["slurm_node_features"])
         assert int(node["Weight"]) == declared.get("slurm_node_weight", 1)
-        assert sorted(node["Partitions"].split(",")) == _expected_partitions(scenario, host)
+        assert sorted(node["Partitions"].split(",")) == expected_partitions(scenario, host)
         # the typed GPU TRES is configured per node (needed for typed GPU quotas)
         assert "gres/gpu:%s=%d" % (gres["type"], gres["count"]) in node["CfgTRES"]
 
