@@ -11,9 +11,9 @@ version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
   - With O(_input) the objects C(helm template) rendered, validates each ClusterPolicy against the chart's CRD
-    (O(crd)) as the API server would take it, structurally: a field the schema does not know (the API server drops
-    it without an error), a wrong type, a value outside an enum, a missing required field. No ClusterPolicy rendered
-    is a problem too.
+    (O(crd)) structurally, as the API server would take it (a field the schema does not know, which the API server
+    drops without an error; a wrong type; a value outside an enum; a missing required field). No ClusterPolicy
+    rendered is a problem too.
   - With O(live_crd) instead (the CRD read back from the cluster after the release), lists the chart CRD's field
     paths the cluster's lacks (an old CRD that helm did not upgrade).
   - Returns the problems as messages; an empty list when there are none.
