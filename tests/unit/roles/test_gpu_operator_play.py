@@ -75,7 +75,7 @@ def runs(tmp_path_factory):
                "overlap": start(tmp, "overlap", extra_slurm=True)}
     result = {}
     for name, (proc, log) in started.items():
-        out, _ = proc.communicate(timeout=300)
+        out, _err = proc.communicate(timeout=300)
         calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         result[name] = (proc.returncode, out, calls)
     return result
