@@ -86,6 +86,8 @@ def slurm_gpus(name):
 HOST_VARIABLES = {
     "ansible_host", "ansible_user", "ansible_port", "ansible_python_interpreter",
     "gpucluster_cluster_name", "gpucluster_site_skip_roles",
+    # roles/_common tasks_from=kubernetes_preflight, read by the roles that call the Kubernetes API.
+    "gpucluster_kubernetes_delegate", "gpucluster_kubeconfig", "gpucluster_kubernetes_context",
     "node_baseline_address",
     "monitoring_scrape_address", "monitoring_expected_gpus",
     "slurm_node_name", "slurm_node_cpus", "slurm_node_sockets", "slurm_node_cores_per_socket",

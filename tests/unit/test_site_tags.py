@@ -1,5 +1,5 @@
-"""playbooks/site.yml runs one part alone by its tag (baseline, fabric, gpu_stack, health, slurm, quota, monitoring,
-checks), with the facts, the inventory check and the summary in every run.
+"""playbooks/site.yml runs one part alone by its tag (baseline, fabric, gpu_stack, health, kubernetes, slurm, quota,
+monitoring, checks), with the facts, the inventory check and the summary in every run.
 
 Each tag is checked on what Ansible itself would run: ``ansible-playbook --list-tasks --tags <tag> -i inventories/lab
 playbooks/site.yml`` (no connection to any host), started for every tag at once. A play counts as listed when a task
@@ -26,6 +26,7 @@ FACTS = "Gather the facts every play needs from all nodes"
 INVENTORY_CHECK = "Check the inventory against the cluster it describes"
 HEAD = "Head services"
 GPU = "GPU nodes"
+KUBERNETES = "Kubernetes"
 SLURM = "Slurm"
 QUOTA = "Team quotas"
 MONITORING = "Monitoring"
@@ -44,6 +45,8 @@ PARTS = {
     "fabric": {HEAD: {"infiniband"}, GPU: {"infiniband"}},
     "gpu_stack": {GPU: {"nvidia_driver", "cuda_toolkit", "nccl", "dcgm"}},
     "health": {GPU: {"health_check"}, HEALTH_RUN: {OWN}},
+    # The team quotas' Kubernetes entry point is included (include_role), so it is listed as the play's own task.
+    "kubernetes": {KUBERNETES: {"gpu_operator", OWN}},
     "slurm": {SLURM: {"slurm"}, SLURM_STATE: {OWN}},
     "quota": {QUOTA: {"team_quota"}},
     "monitoring": {GPU: {"dcgm_exporter", "monitoring"}, MONITORING: {"monitoring"}},
