@@ -544,8 +544,7 @@ def _kubernetes_teams(teams, flavors_of, capacity, var, where, problems):
                    "of its GPU types (%s) " % ", ".join(team["gpu_types"]) if team["gpu_types"] else "", where))
         elif limit is None and reach == 0:
             problems.items.append("%s.%s reaches no GPU on %s (its flavors: %s): set kubernetes_max_concurrent: 0 "
-                                  "to leave it off Kubernetes" % (var, team["name"], where,
-                                                                   ", ".join(flavors_of(team))))
+                                  "to leave it off Kubernetes" % (var, team["name"], where, ", ".join(flavors_of(team))))
     names = set(t["name"] for t in on)
     priority = dict((t["name"], t["priority"]) for t in on)
     for team in on:
@@ -554,8 +553,8 @@ def _kubernetes_teams(teams, flavors_of, capacity, var, where, problems):
             if priority[victim] >= team["priority"]:
                 problems.items.append(
                     "%s.%s preempts %s in Slurm, but its priority %d is not above %s's %d: Kueue preempts only "
-                    "lower-priority workloads (raise %s.%s.priority)" % (var, team["name"], victim, team["priority"],
-                                                                       victim, priority[victim], var, team["name"]))
+                    "lower-priority workloads (raise %s.%s.priority)"
+                    % (var, team["name"], victim, team["priority"], victim, priority[victim], var, team["name"]))
         if not victims:
             continue
         threshold = max(priority[v] for v in victims)

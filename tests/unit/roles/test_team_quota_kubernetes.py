@@ -3,11 +3,12 @@
 No Kubernetes API server can run here, so the host that has the kubeconfig (gpucluster_kubernetes_delegate,
 localhost) is a STAND-IN: it has the offline_node connection (tests/support/connection_plugins/offline_node.py),
 which answers the Kubernetes modules (kubernetes.core.k8s, k8s_info, k8s_cluster_info) from canned data and runs
-nothing (their action plugins' temporary-directory commands get made-up answers: offline_node_tmp_dirs). The GPU nodes are offline hosts too. Everything up to the calls runs for real: the role's argument spec,
-its settings check, the model against the Kubernetes GPU nodes' GPUs (read from inventory as the Slurm side reads its
-nodes'), the refusal of bad input, and the arguments each call is given, which the test compares with the filter's
-own objects. What the stand-in cannot show (the API server's dry run, Kueue's webhooks, the read-back of a real
-cluster) is listed in docs/kubernetes-quotas.md.
+nothing (their action plugins' temporary-directory commands get made-up answers: offline_node_tmp_dirs). The GPU
+nodes are offline hosts too. Everything up to the calls runs for real: the role's argument spec, its settings
+check, the model against the Kubernetes GPU nodes' GPUs (read from inventory as the Slurm side reads its nodes'),
+the refusal of bad input, and the arguments each call is given, which the test compares with the filter's own
+objects. What the stand-in cannot show (the API server's dry run, Kueue's webhooks, the read-back of a real cluster)
+is listed in docs/kubernetes-quotas.md.
 """
 
 import copy
