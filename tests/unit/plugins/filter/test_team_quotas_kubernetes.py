@@ -18,6 +18,7 @@ import yaml
 
 from ansible_collections.gpucluster.ops.plugins.filter.team_quotas import team_quotas
 from ansible_collections.gpucluster.ops.plugins.module_utils import _team_quota_model as model
+from test_team_quotas import SEED
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -26,15 +27,6 @@ DATA = os.environ.get("GPUCLUSTER_SHARED_DATA") or os.path.join(ROOT, "..", "sha
 KUEUE_CRDS = os.path.join(DATA, "kueue", "crds")
 EXAMPLES = os.path.join(ROOT, "inventories", "examples")
 GPU = "nvidia.com/gpu"
-
-SEED = {
-    "research": {"gpu_hours": "20000/month", "max_concurrent": 16, "priority": "high",
-                 "can_preempt": ["development"], "members": ["alice", {"name": "carol", "default": True}]},
-    "development": {"gpu_hours": "5000/month", "max_concurrent": 8, "priority": "medium",
-                    "preemptible_by": ["research"], "min_runtime_before_preemption": "30m",
-                    "members": ["bob", "carol"]},
-}
-
 
 def nodes(**per_type):
     """A Kubernetes cluster of one node per GPU type: nodes(a100=8, l40s=6)."""
