@@ -28,6 +28,7 @@ KUEUE_CRDS = os.path.join(DATA, "kueue", "crds")
 EXAMPLES = os.path.join(ROOT, "inventories", "examples")
 GPU = "nvidia.com/gpu"
 
+
 def nodes(**per_type):
     """A Kubernetes cluster of one node per GPU type: nodes(a100=8, l40s=6)."""
     return {"nodes": dict(("k8s-%s" % gpu, {gpu: count}) for gpu, count in per_type.items())}
@@ -121,6 +122,7 @@ def _renders():
             yield name, model.build(teams, gpu_types=types, kubernetes_cluster=_example_kubernetes(name, types))
 
 
+@pytest.mark.realdata
 def test_every_kueue_object_is_its_storage_version_and_passes_its_crd_schema(kueue_schemas):
     kinds = set()
     for name, result in _renders():
@@ -135,6 +137,7 @@ def test_every_kueue_object_is_its_storage_version_and_passes_its_crd_schema(kue
     assert model.KUEUE_API == "kueue.x-k8s.io/v1beta2"
 
 
+@pytest.mark.realdata
 def test_the_schema_check_catches_the_old_field_names(kueue_schemas):
     """The check is not vacuous: v1beta1's 'cohort' and an unknown preemption value are refused."""
     queue = copy.deepcopy(by_name(model.build(SEED, kubernetes_cluster=nodes(a100=24)), "ClusterQueue")["research"])
