@@ -23,7 +23,14 @@ description:
     in the form the P(gpucluster.ops.slurm_qos#module) and P(gpucluster.ops.slurm_account#module) modules take),
     C(slurm_conf) (the slurm.conf keys quotas need, for the slurm role's C(slurm_conf_extra)), C(reset) (QOS names
     per budget period, for the reset timers) and C(kubernetes) (Namespace, ResourceQuota and Kueue ResourceFlavor,
-    ClusterQueue, LocalQueue and WorkloadPriorityClass objects)."
+    Cohort, ClusterQueue, LocalQueue and WorkloadPriorityClass objects, Kueue's storage version
+    C(kueue.x-k8s.io/v1beta2))."
+  - "On Kubernetes the GPUs of the Kubernetes GPU nodes are one pool, the Kueue Cohort's own C(nominalQuota) per
+    GPU type; each team's ClusterQueue has C(nominalQuota) 0 and C(borrowingLimit) = its GPUs at once (the QOS's
+    C(GrpTRES)), so idle GPUs go to whoever asks, as in Slurm. A team that preempts others in Slurm preempts their
+    running work in Kueue (C(borrowWithinCohort) C(LowerPriority) with C(maxPriorityThreshold) the highest priority
+    of the teams it preempts). GPU-hour budgets and the minimum run time before preemption, which Kueue lacks, are
+    annotations only."
   - A team's QOS gets C(GrpTRES=gres/gpu=<max_concurrent>), C(GrpTRESMins=gres/gpu=<hours x 60>), its priority,
     C(Flags=DenyOnLimit,NoDecay), C(Preempt) (the teams it can preempt), and, when another team can preempt it,
     C(PreemptMode) and C(PreemptExemptTime). Its account has that QOS as the only and default QOS.
@@ -103,6 +110,19 @@ options:
     description: How error messages name the cluster, for example the inventory group of its compute nodes.
     type: str
     default: the cluster
+  kubernetes_cluster:
+    description:
+      - "The Kubernetes GPU nodes in the shape of O(cluster) (C({nodes: {node: {GPU type: count}}})), for the Kueue
+        Cohort's GPUs. When given, the Kubernetes side is checked too: a team's GPUs at once (C(kubernetes_max_concurrent),
+        else C(max_concurrent)) above the GPUs of its types there, a GPU type of the nodes that O(gpu_types) leaves
+        out, and preemption that Kueue cannot express by priority (a team that preempts one of two teams of lower
+        priority but not the other, or one of equal or higher priority) are refused."
+      - Without it the Cohort has no quota, so Kueue admits nothing.
+    type: dict
+  kubernetes_name:
+    description: How error messages name the Kubernetes GPU nodes, for example their inventory group.
+    type: str
+    default: the Kubernetes GPU nodes
   errors:
     description:
       - C(raise) fails with every problem listed; C(return) returns C({errors, ...}) instead, C(errors) being the
@@ -184,7 +204,7 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model i
 def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
                 variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
                 accounting_tres=True, errors="raise", cluster=None, gpu_types_variable="team_quota_gpu_types",
-                cluster_name="the cluster"):
+                cluster_name="the cluster", kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes"):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):
         raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
@@ -192,7 +212,8 @@ def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium
         model = build(teams, priorities=priorities, default_priority=default_priority, gpu_types=gpu_types or [],
                       qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort,
                       accounting_tres=accounting_tres, cluster=cluster, gpu_types_variable=gpu_types_variable,
-                      cluster_name=cluster_name)
+                      cluster_name=cluster_name, kubernetes_cluster=kubernetes_cluster,
+                      kubernetes_name=kubernetes_name)
     except TeamQuotaError as exc:
         if errors == "return":
             return {"errors": exc.problems}

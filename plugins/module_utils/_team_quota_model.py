@@ -28,12 +28,14 @@ PREEMPT_MODES = ("requeue", "cancel")
 RESET_METHODS = ("timer", "decay")
 TEAM_KEYS = ("description", "gpu_hours", "max_concurrent", "priority", "preemptible_by", "can_preempt",
              "min_runtime_before_preemption", "preempt_mode", "members", "gpu_types", "partitions",
-             "kubernetes_namespace")
+             "kubernetes_namespace", "kubernetes_max_concurrent")
 MEMBER_KEYS = ("name", "default")
 QOS_PREFIX = "gpucluster.ops: "       # QOS descriptions start with it: prune only ever removes QOS carrying it
 ORGANIZATION = "gpucluster.ops"        # accounts carry it as Organization: prune only ever removes those
 GPU_RESOURCE = "nvidia.com/gpu"
-KUEUE_API = "kueue.x-k8s.io/v1beta1"
+# Kueue's storage version (v0.19: v1beta2, which named a ClusterQueue's cohort ``cohortName``); v1beta1 is only served.
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+MANAGED_LABELS = {"app.kubernetes.io/managed-by": "gpucluster.ops"}
 
 TEAM_RE = re.compile(r"^[a-z][a-z0-9_-]{0,29}$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
@@ -233,6 +235,8 @@ def _team(name, spec, levels, default_priority, var, problems):
         problems.items.append("%s.kubernetes_namespace is %r: a Kubernetes namespace name is up to 63 lower-case "
                               "letters, digits and '-'" % (where, namespace))
     team["kubernetes_namespace"] = namespace
+    team["kubernetes_max_concurrent"] = problems.run(parse_count, spec.get("kubernetes_max_concurrent"),
+                                                     where + ".kubernetes_max_concurrent")
     return team
 
 
@@ -494,53 +498,160 @@ def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounti
     return conf
 
 
-def _kubernetes(teams, cluster_types, flavor_label, cohort):
-    labels = {"app.kubernetes.io/managed-by": "gpucluster.ops"}
+def kubernetes_limit(team):
+    """(GPUs at once on Kubernetes, the key that sets it): kubernetes_max_concurrent, else max_concurrent."""
+    if team["kubernetes_max_concurrent"] is not None:
+        return team["kubernetes_max_concurrent"], "kubernetes_max_concurrent"
+    return team["max_concurrent"], "max_concurrent"
+
+
+def _kubernetes_capacity(cluster, cluster_types, where, problems, types_var="team_quota_gpu_types"):
+    """GPUs per Kueue flavor of the Kubernetes GPU nodes (``{nodes: {node: {GPU type: count}}}``), or None."""
+    try:
+        nodes, _partitions = _check_cluster_shape(cluster, where)
+    except ValueError as exc:
+        problems.items.append(str(exc))
+        return None
+    totals = {}
+    for counts in nodes.values():
+        for gpu, count in counts.items():
+            totals[gpu] = totals.get(gpu, 0) + count
+    if not cluster_types:
+        return {"gpu": sum(totals.values())}
+    for gpu in sorted(set(totals) - set(cluster_types)):
+        problems.items.append("%s is [%s], but %s have %d GPU(s) of type '%s': list every type the Kubernetes GPU "
+                              "nodes have, so that each has a Kueue flavor"
+                              % (types_var, ", ".join(cluster_types), where, totals[gpu], gpu or "untyped"))
+    return dict(("gpu-%s" % gpu, totals.get(gpu, 0)) for gpu in cluster_types)
+
+
+def _kubernetes_teams(teams, flavors_of, capacity, var, where, problems):
+    """Check what Kueue can carry of the teams (with the Kubernetes GPU nodes' ``capacity``); return those it runs.
+
+    A team's GPUs at once must fit the GPUs of its flavors there. Kueue preempts by priority (a borrowing workload
+    preempts lower-priority ones up to a threshold), so the teams a team preempts in Slurm must be exactly those on
+    Kubernetes whose priority is lower than its own and at most the highest of theirs.
+    """
+    on = [t for t in teams if kubernetes_limit(t)[0] != 0]
+    for team in on:
+        limit, key = kubernetes_limit(team)
+        reach = sum(capacity.get(flavor, 0) for flavor in flavors_of(team))
+        if limit is not None and limit > reach:
+            problems.items.append(
+                "%s.%s.%s is %d, more than the %d GPUs %son %s: Kueue would admit work that never gets a GPU "
+                "(set kubernetes_max_concurrent for the Kubernetes side; 0: no Kubernetes queue for the team)"
+                % (var, team["name"], key, limit, reach,
+                   "of its GPU types (%s) " % ", ".join(team["gpu_types"]) if team["gpu_types"] else "", where))
+        elif limit is None and reach == 0:
+            problems.items.append("%s.%s reaches no GPU on %s (its flavors: %s): set kubernetes_max_concurrent: 0 "
+                                  "to leave it off Kubernetes" % (var, team["name"], where, ", ".join(flavors_of(team))))
+    names = set(t["name"] for t in on)
+    priority = dict((t["name"], t["priority"]) for t in on)
+    for team in on:
+        victims = [v for v in team["preempts"] if v in names]
+        for victim in victims:
+            if priority[victim] >= team["priority"]:
+                problems.items.append(
+                    "%s.%s preempts %s in Slurm, but its priority %d is not above %s's %d: Kueue preempts only "
+                    "lower-priority workloads (raise %s.%s.priority)"
+                    % (var, team["name"], victim, team["priority"], victim, priority[victim], var, team["name"]))
+        if not victims:
+            continue
+        threshold = max(priority[v] for v in victims)
+        for other in sorted(names - set(victims) - set([team["name"]])):
+            if priority[other] <= threshold and priority[other] < team["priority"]:
+                problems.items.append(
+                    "%s.%s preempts %s in Slurm but not %s, which Kueue cannot express: %s's priority %d is not above "
+                    "%d (%s), so %s's workloads could preempt it too (give %s a priority above %d, or list it in "
+                    "%s.%s.can_preempt)" % (var, team["name"], ", ".join(victims), other, other, priority[other],
+                                            threshold, ", ".join(victims), team["name"], other, threshold, var,
+                                            team["name"]))
+    return on
+
+
+def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=None, var="team_quota_teams",
+                where="the Kubernetes GPU nodes", problems=None, types_var="team_quota_gpu_types"):
+    """Namespaces, ResourceQuotas and Kueue objects that mean what the Slurm QOS mean.
+
+    All GPUs of the Kubernetes GPU nodes are one pool, the Cohort's own nominalQuota (per flavor); each team's
+    ClusterQueue has nominalQuota 0 and borrowingLimit = its GPUs at once (Slurm's GrpTRES gres/gpu), so idle GPUs
+    go to whoever asks, as in Slurm, and no team holds GPUs it does not use. A team that preempts others in Slurm
+    gets borrowWithinCohort LowerPriority with maxPriorityThreshold = the highest priority of the teams it preempts
+    (its workloads all borrow, so this is what takes GPUs from their running work); the others never preempt.
+    Without ``kubernetes_cluster`` (the Kubernetes GPU nodes' GPUs) the Cohort has no quota: Kueue admits nothing.
+    """
+    problems = problems if problems is not None else _Problems()
+    labels = dict(MANAGED_LABELS)
     objects = []
     flavors = ["gpu-%s" % gpu for gpu in cluster_types] or ["gpu"]
+
+    def flavors_of(team):
+        if cluster_types and team["gpu_types"]:
+            return ["gpu-%s" % gpu for gpu in cluster_types if gpu in team["gpu_types"]]
+        return flavors
+
+    ordered = sorted(teams.values(), key=lambda t: t["name"])
+    capacity = None
+    if kubernetes_cluster is not None:
+        capacity = _kubernetes_capacity(kubernetes_cluster, cluster_types, where, problems, types_var)
+    on = _kubernetes_teams(ordered, flavors_of, capacity, var, where, problems) if capacity is not None else \
+        [t for t in ordered if kubernetes_limit(t)[0] != 0]
     for gpu in cluster_types or [None]:
         flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
                   "metadata": {"name": "gpu-%s" % gpu if gpu else "gpu", "labels": dict(labels)}, "spec": {}}
         if gpu:
             flavor["spec"]["nodeLabels"] = {flavor_label: gpu}
         objects.append(flavor)
-    for team in sorted(teams.values(), key=lambda t: t["name"]):
+    pool = {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": cohort, "labels": dict(labels)},
+            "spec": {}}
+    if capacity is not None:
+        pool["spec"]["resourceGroups"] = [{
+            "coveredResources": [GPU_RESOURCE],
+            "flavors": [{"name": flavor, "resources": [{"name": GPU_RESOURCE, "nominalQuota": capacity.get(flavor, 0)}]}
+                        for flavor in flavors]}]
+    objects.append(pool)
+    names = set(t["name"] for t in on)
+    priority = dict((t["name"], t["priority"]) for t in on)
+    for team in on:
         namespace = team["kubernetes_namespace"]
+        limit = kubernetes_limit(team)[0]
         team_labels = dict(labels, **{"gpucluster.ops/team": team["name"]})
         annotations = {"gpucluster.ops/priority": str(team["priority"])}
         if team["gpu_hours"] is not None:
             # Neither ResourceQuota nor Kueue meters GPU-hours: the budget is carried as information only.
             annotations["gpucluster.ops/gpu-hours"] = "%s/%s" % (team["gpu_hours"], team["period"])
         if team["min_runtime_s"]:
+            # Kueue has no minimum run time before preemption either: information only.
             annotations["gpucluster.ops/min-runtime-before-preemption"] = format_time(team["min_runtime_s"])
         objects.append({"apiVersion": "v1", "kind": "Namespace",
                         "metadata": {"name": namespace, "labels": dict(team_labels)}})
-        if team["max_concurrent"] is not None:
+        if limit is not None:
             objects.append({"apiVersion": "v1", "kind": "ResourceQuota",
                             "metadata": {"name": "gpu-quota", "namespace": namespace, "labels": dict(team_labels),
                                          "annotations": dict(annotations)},
-                            "spec": {"hard": {"requests." + GPU_RESOURCE: str(team["max_concurrent"])}}})
-        allowed = ["gpu-%s" % gpu for gpu in cluster_types if not team["gpu_types"] or gpu in team["gpu_types"]] \
-            if cluster_types else flavors
-        quota = team["max_concurrent"] if team["max_concurrent"] is not None else 1000000
-        can_preempt = bool(team["preempts"])
+                            "spec": {"hard": {"requests." + GPU_RESOURCE: str(limit)}}})
+        resource = {"name": GPU_RESOURCE, "nominalQuota": 0}
+        if limit is not None:
+            resource["borrowingLimit"] = limit
+        victims = [v for v in team["preempts"] if v in names]
+        preemption = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
+                      "borrowWithinCohort": {"policy": "Never"}}
+        if victims:
+            preemption = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any",
+                          "borrowWithinCohort": {"policy": "LowerPriority",
+                                                 "maxPriorityThreshold": max(priority[v] for v in victims)}}
         objects.append({
             "apiVersion": KUEUE_API, "kind": "ClusterQueue",
             "metadata": {"name": team["name"], "labels": dict(team_labels), "annotations": dict(annotations)},
             "spec": {
-                "cohort": cohort,
+                "cohortName": cohort,
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "queueingStrategy": "BestEffortFIFO",
                 "resourceGroups": [{
                     "coveredResources": [GPU_RESOURCE],
-                    "flavors": [{"name": flavor, "resources": [
-                        {"name": GPU_RESOURCE, "nominalQuota": quota, "borrowingLimit": 0}]} for flavor in allowed],
+                    "flavors": [{"name": flavor, "resources": [dict(resource)]} for flavor in flavors_of(team)],
                 }],
-                "preemption": {
-                    "withinClusterQueue": "LowerPriority",
-                    "reclaimWithinCohort": "Any" if can_preempt else "Never",
-                    "borrowWithinCohort": {"policy": "LowerPriority" if can_preempt else "Never"},
-                },
+                "preemption": preemption,
             },
         })
         objects.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
@@ -555,11 +666,13 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort):
 
 def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
           variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
-          accounting_tres=True, cluster=None, gpu_types_variable="team_quota_gpu_types", cluster_name="the cluster"):
+          accounting_tres=True, cluster=None, gpu_types_variable="team_quota_gpu_types", cluster_name="the cluster",
+          kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes"):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
 
     With ``cluster`` (see check_cluster) the teams are checked against the cluster's nodes and partitions too, and
-    the model has ``warnings``. Raises ``TeamQuotaError`` listing every problem.
+    the model has ``warnings``. With ``kubernetes_cluster`` (the same shape, of the Kubernetes GPU nodes) the
+    Kubernetes objects get the Cohort's GPUs and the teams are checked against them (see _kubernetes). Raises ``TeamQuotaError`` listing every problem.
     """
     problems = _Problems()
     if teams is None:
@@ -583,6 +696,8 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     warnings = []
     if cluster is not None:
         warnings = check_cluster(normal, cluster_types, cluster, variable, gpu_types_variable, problems, cluster_name)
+    kubernetes = _kubernetes(normal, cluster_types, flavor_label, cohort, kubernetes_cluster, variable,
+                             kubernetes_name, problems, gpu_types_variable)
     if problems.items:
         raise TeamQuotaError(problems.items)
     ordered = [normal[name] for name in sorted(normal)]
@@ -604,6 +719,6 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
         "slurm_conf": conf,
         "tres": _tres(cluster_types),
         "reset": reset_groups,
-        "kubernetes": _kubernetes(normal, cluster_types, flavor_label, cohort),
+        "kubernetes": kubernetes,
         "warnings": warnings,
     }

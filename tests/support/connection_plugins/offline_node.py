@@ -36,6 +36,16 @@ DOCUMENTATION = """
             default: []
             vars:
                 - name: offline_node_answers
+        tmp_dirs:
+            description:
+                - Answer the shell commands with which an action plugin that transfers files (those of
+                  kubernetes.core.k8s and k8s_info) finds the home directory and makes and removes its temporary
+                  directory, with made-up paths, without running them. Off by default, and then they are refused
+                  like any other command.
+            type: bool
+            default: false
+            vars:
+                - name: offline_node_tmp_dirs
         log:
             description: A file that gets one JSON line per call (module, arguments, answered or refused).
             type: str
@@ -45,6 +55,22 @@ DOCUMENTATION = """
 """
 
 _ARG = re.compile(r"^(ansible_module|params)=(.*),$", re.MULTILINE)
+_HOME = "/offline-node-home"
+_TMP_MADE = re.compile(r"echo (ansible-tmp-[0-9A-Za-z._-]+)=\"` echo (\S+) `\"")
+_TMP_REMOVED = re.compile(r"^/bin/sh -c 'rm -f -r \S*ansible-tmp-[0-9A-Za-z._-]+/? > /dev/null 2>&1 && sleep 0'$")
+
+
+def tmp_dir_answer(cmd):
+    """The made-up output of a home-directory or temporary-directory command, or None for any other command."""
+    text = cmd if isinstance(cmd, str) else " ".join(cmd)
+    if text == "/bin/sh -c 'echo ~ && sleep 0'":
+        return _HOME + "\n"
+    made = _TMP_MADE.search(text)
+    if made and "mkdir" in text:
+        return "%s=%s\n" % (made.group(1), made.group(2))
+    if _TMP_REMOVED.match(text):
+        return ""
+    return None
 
 
 def module_call(in_data):
@@ -98,7 +124,11 @@ class Connection(ConnectionBase):
             raise self._refusal("privilege escalation for %r" % cmd)
         module, args = module_call(in_data or b"")
         if module is None:
-            raise self._refusal("the command %r" % cmd)
+            answer = tmp_dir_answer(cmd) if self.get_option("tmp_dirs") else None
+            if answer is None:
+                raise self._refusal("the command %r" % cmd)
+            self._log({"shell": cmd, "answered": True})
+            return 0, answer.encode("utf-8"), b""
         if module == "setup":
             result = {"changed": False,
                       "ansible_facts": {"ansible_" + key: value for key, value in self.get_option("facts").items()}}
