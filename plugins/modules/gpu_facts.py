@@ -57,7 +57,11 @@ ansible_facts:
   type: dict
   contains:
     gpucluster_gpus:
-      description: One entry per GPU in NVML order.
+      description:
+        - One entry per GPU in NVML order.
+        - C(nvlinks_active), C(nvlink_peers), C(cpu_affinity) and C(numa_affinity) are null (unknown) when
+          C(nvidia-smi nvlink -s) or C(nvidia-smi topo -m) was not run, failed, or did not list the GPU; an empty
+          C(nvlink_peers) means the matrix lists no NVLink peer.
       type: list
       elements: dict
       returned: always
@@ -123,10 +127,11 @@ def gpu_facts(inventory, topology=None, nvlink=None):
         fact = {key: gpu.get(key) for key in _KEYS}
         name = "GPU%s" % gpu.get("index")
         fact["nvlinks_active"] = links.get(gpu.get("index")) if nvlink is not None else None
-        row = matrix.get(name) or {}
-        fact["nvlink_peers"] = sorted((peer for peer, kind in row.items()
-                                       if peer.startswith("GPU") and str(kind).startswith("NV")),
-                                      key=lambda p: int(p[3:]) if p[3:].isdigit() else 0)
+        row = matrix.get(name)
+        # unknown (None), never "no peers", when the matrix was not read or has no row for this GPU
+        fact["nvlink_peers"] = None if row is None else sorted(
+            (peer for peer, kind in row.items() if peer.startswith("GPU") and str(kind).startswith("NV")),
+            key=lambda p: int(p[3:]) if p[3:].isdigit() else 0)
         fact["cpu_affinity"] = cpu.get(name)
         fact["numa_affinity"] = numa.get(name)
         gpus.append(fact)

@@ -89,7 +89,7 @@ def test_topology_and_nvlink_can_be_left_out_and_the_program_named():
                         run_command=smi)
     assert smi.calls == [["timeout", "60", "/opt/nv/nvidia-smi", "-q", "-x"]]
     gpu = result["ansible_facts"]["gpucluster_gpus"][0]
-    assert (gpu["cpu_affinity"], gpu["numa_affinity"], gpu["nvlinks_active"], gpu["nvlink_peers"]) == (None, None, None, [])
+    assert (gpu["cpu_affinity"], gpu["numa_affinity"], gpu["nvlinks_active"], gpu["nvlink_peers"]) == (None, None, None, None)
 
 
 def test_failed_topology_and_nvlink_leave_their_facts_unknown():
@@ -97,6 +97,8 @@ def test_failed_topology_and_nvlink_leave_their_facts_unknown():
     result = run_module(gpu_facts, {}, run_command=smi)
     gpus = result["ansible_facts"]["gpucluster_gpus"]
     assert len(gpus) == 8 and all(g["cpu_affinity"] is None and g["nvlinks_active"] is None for g in gpus)
+    # no peers read is not "no peers": a failed topology leaves them unknown
+    assert all(g["nvlink_peers"] is None for g in gpus)
 
 
 @pytest.mark.parametrize("name,rc,message", [
