@@ -29,8 +29,9 @@ with open(os.environ["FAKE_SLURM_LOG"], "a") as log:
     log.write(json.dumps({"argv": [name] + sys.argv[1:], "stdin": data}) + "\n")
 answer = os.environ.get("FAKE_" + name.upper())
 if answer and answer.startswith("rc="):
-    sys.stderr.write("%%s: error: refused\n" %% name)
-    sys.exit(int(answer[3:]))
+    code, _sep, message = answer[3:].partition(":")
+    sys.stderr.write("%%s: error: %%s\n" %% (name, message or "refused"))
+    sys.exit(int(code))
 if answer:
     with open(answer) as handle:
         sys.stdout.write(handle.read())
@@ -202,6 +203,17 @@ def test_status_cancel_and_logs(env):
     rc, out, err, calls = _run(env, "status", "4242")
     assert (rc, [c["argv"][0] for c in calls]) == (2, ["squeue", "sacct"])
     assert err == "gpu-job: job 4242: Slurm knows no such job\n"
+    sacct = os.path.join(env["tmp"], "sacct.out")
+    with open(sacct, "w") as handle:
+        handle.write("4242|my-training|COMPLETED|01:00:03|0:0\n")
+    gone = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Invalid job id specified", FAKE_SACCT=sacct)
+    rc, out, err, calls = _run(gone, "status", "4242")
+    assert (rc, out) == (0, "4242  my-training  COMPLETED  elapsed 01:00:03  exit 0:0\n"), err
+    assert calls[1]["argv"] == ["sacct", "-n", "-P", "-X", "-j", "4242", "-o", "JobID,JobName,State,Elapsed,ExitCode"]
+    down = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Unable to contact slurm controller")
+    rc, out, err, calls = _run(down, "status", "4242")
+    assert (rc, out, len(calls)) == (1, "", 1)
+    assert err.startswith("gpu-job: squeue -h -j failed (rc 1): squeue: error: slurm_load_jobs error: Unable to")
     rc, out, _err, calls = _run(env, "cancel", "4242")
     assert (rc, out, [c["argv"] for c in calls]) == (0, "cancelled job 4242\n", [["scancel", "4242"]])
     for bad in (["cancel", "42;reboot"], ["logs", "../x"], ["status", "-1"]):
