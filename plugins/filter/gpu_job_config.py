@@ -66,6 +66,12 @@ options:
     description: The team_quota role's state directory (the budget reset stamps), when the login node has it.
     type: str
     default: /var/lib/gpucluster/team-quota
+  reset_on_calendar:
+    description:
+      - The team_quota role's C(team_quota_reset_on_calendar) where the inventory sets it (period to OnCalendar).
+      - Without it a budget resets at the period's start (the role's default timers), and C(gpu-job) says that date.
+    type: dict
+    default: {}
 seealso:
   - plugin: gpucluster.ops.slurm_cluster_gpus
     plugin_type: filter
@@ -120,12 +126,13 @@ from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import
 @filter_errors(JobError, "gpu_job_config")
 def gpu_job_config(cluster, partitions, quota, datasets=None, runtime="podman", runtime_args=None, default_time="1h",
                    switches_wait="30m", topology=False, log_dir="~/gpu-job-logs",
-                   state_dir="/var/lib/gpucluster/team-quota"):
+                   state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None):
     """Return the gpu-job config for ``cluster`` (slurm_cluster_gpus) and ``quota`` (team_quotas)."""
     quota = quota or {}
     return build_config(cluster, partitions, quota.get("teams") or [], quota.get("users") or [], datasets=datasets,
                         runtime=runtime, runtime_args=runtime_args, default_time=default_time,
-                        switches_wait=switches_wait, topology=topology, log_dir=log_dir, state_dir=state_dir)
+                        switches_wait=switches_wait, topology=topology, log_dir=log_dir, state_dir=state_dir,
+                        reset_on_calendar=reset_on_calendar)
 
 
 class FilterModule(object):

@@ -18,6 +18,7 @@ import shlex
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
     SpecError, UNLIMITED, format_time, parse_duration)
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import next_period_start
 
 __metaclass__ = type
 
@@ -110,12 +111,13 @@ def _seconds(value, where, allow_unlimited):
 
 def build_config(cluster, partitions, teams, users, datasets=None, runtime="podman", runtime_args=None,
                  default_time="1h", switches_wait="30m", topology=False, log_dir="~/gpu-job-logs",
-                 state_dir="/var/lib/gpucluster/team-quota", variable="user_tools_datasets"):
+                 state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None, variable="user_tools_datasets"):
     """The config file's content (a dict to write as JSON).
 
     ``cluster`` is the slurm_cluster_gpus filter's result (with partitions), ``partitions`` the slurm_partitions
     list (for default, max_time and default_time), ``teams`` and ``users`` the team_quotas filter's lists,
-    ``datasets`` user_tools_datasets (name -> absolute path). Raises ``JobError`` naming the variable and the value.
+    ``datasets`` user_tools_datasets (name -> absolute path), ``reset_on_calendar`` the team_quota role's
+    team_quota_reset_on_calendar where the inventory sets it. Raises ``JobError`` naming the variable and the value.
     """
     if runtime not in RUNTIMES:
         raise JobError("user_tools_container_runtime is %r: use %s" % (runtime, " or ".join(RUNTIMES)))
@@ -123,6 +125,11 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
     for index, arg in enumerate(runtime_args):
         if not isinstance(arg, str) or not arg or "\n" in arg:
             raise JobError("user_tools_container_args[%d] is %r: give one non-empty argument per item" % (index, arg))
+    calendar = reset_on_calendar or {}
+    if not isinstance(calendar, dict) or [k for k in calendar if k not in ("month", "week", "day")] or [
+            v for v in calendar.values() if not isinstance(v, str) or not v.strip() or "\n" in v]:
+        raise JobError("user_tools_reset_on_calendar is %r: a mapping of month, week or day to an OnCalendar "
+                       "expression (the team_quota role's team_quota_reset_on_calendar)" % (reset_on_calendar,))
     catalogue = {}
     if datasets is None:
         datasets = {}
@@ -174,6 +181,7 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
         "topology": bool(topology),
         "log_dir": log_dir,
         "state_dir": state_dir,
+        "reset_on_calendar": dict(calendar),
         "partitions": parts,
         "teams": team_list,
         "users": user_map,
@@ -254,6 +262,14 @@ def check_command(command):
     if "\0" in command:
         raise JobError("--command contains a NUL character")
     return command
+
+
+def check_workdir(path):
+    """The current directory, mounted as the job's working directory: podman's --volume cannot take ':' or ','."""
+    if ":" in path or "," in path or "\n" in path:
+        raise JobError("the current directory %r has ':', ',' or a line break in its path, which podman cannot mount: "
+                       "run gpu-job from another directory" % (path,))
+    return path
 
 
 def pick_team(config, user, team=None):
@@ -425,10 +441,23 @@ def explain(reason):
     return "Slurm says %r (see 'man squeue', JOB REASON CODES)" % reason
 
 
-def budget_refusal(team, entry, next_reset):
-    """The refusal line when the team's GPU-hour budget is used up (``entry`` is _team_usage.team_report's)."""
+def next_reset(config, team, now):
+    """When the team's budget resets, in words: the next period start (the team_quota role's default timer), or the
+    timer's own OnCalendar expression where the inventory sets one (no date is guessed from it); None: no period."""
+    period = team.get("period")
+    if not period:
+        return None
+    calendar = (config.get("reset_on_calendar") or {}).get(period)
+    if calendar:
+        return "at the reset timer's next %r (the controller's local time)" % calendar
+    return next_period_start(period, now).strftime("%Y-%m-%d %H:%M")
+
+
+def budget_refusal(team, entry, reset):
+    """The refusal line when the team's GPU-hour budget is used up (``entry`` is _team_usage.team_report's,
+    ``reset`` next_reset's words)."""
     if entry.get("remaining_gpu_hours") is None or entry["remaining_gpu_hours"] > 0:
         return None
     return ("team %s has used its GPU-hour budget (%s of %s GPU-hours this %s); it resets %s"
             % (team["name"], entry["used_gpu_hours"], entry["budget_gpu_hours"], team.get("period") or "period",
-               next_reset.strftime("%Y-%m-%d %H:%M") if next_reset else "when the admins reset it"))
+               reset or "when the admins reset it"))

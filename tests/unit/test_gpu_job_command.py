@@ -154,6 +154,15 @@ def test_missing_arguments_and_configs_are_one_line_exit_2(env, tmp_path):
     assert "gpu job never runs" not in err and "gpu-job never runs a job outside a container" in err
 
 
+def test_a_directory_podman_cannot_mount_is_refused(env, tmp_path):
+    odd = tmp_path / "run:1"
+    odd.mkdir()
+    rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "1", "--dry-run", cwd=str(odd))
+    assert (rc, out, calls) == (2, "", [])
+    assert err == "gpu-job: the current directory %r has ':', ',' or a line break in its path, which podman cannot " \
+                  "mount: run gpu-job from another directory\n" % str(odd)
+
+
 def test_an_exhausted_budget_is_refused_with_when_it_resets(env):
     rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "4", "--team", "research")
     assert (rc, out) == (2, "")

@@ -232,8 +232,14 @@ def test_budget_refusal_says_when_it_resets():
     team = _team("research")
     now = datetime.datetime(2026, 12, 2, 10, 0)
     entry = {"remaining_gpu_hours": 0.0, "used_gpu_hours": 10.0, "budget_gpu_hours": 10}
-    assert _gpu_job.budget_refusal(team, entry, _team_usage.next_period_start("day", now)) == (
+    assert _gpu_job.budget_refusal(team, entry, _gpu_job.next_reset(CONFIG, team, now)) == (
         "team research has used its GPU-hour budget (10.0 of 10 GPU-hours this day); it resets 2026-12-03 00:00")
+    timed = _config(reset_on_calendar={"day": "*-*-* 06:00:00"})
+    assert _gpu_job.next_reset(timed, team, now) == (
+        "at the reset timer's next '*-*-* 06:00:00' (the controller's local time)")
+    assert _gpu_job.next_reset(timed, _team("open"), now) is None
+    with pytest.raises(JobError, match="user_tools_reset_on_calendar is {'year': 'x'}: a mapping of month, week"):
+        _config(reset_on_calendar={"year": "x"})
     assert _gpu_job.budget_refusal(team, dict(entry, remaining_gpu_hours=0.5), None) is None
     assert _gpu_job.budget_refusal(team, dict(entry, remaining_gpu_hours=None), None) is None
 
