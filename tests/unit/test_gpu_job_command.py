@@ -139,6 +139,9 @@ def test_bad_input_is_one_line_exit_2_and_nothing_submitted(env, args, message):
 
 
 def test_missing_arguments_and_configs_are_one_line_exit_2(env, tmp_path):
+    rc, _out, err, calls = _run(env)
+    assert (rc, calls) == (2, [])
+    assert err == "gpu-job: give a subcommand: submit, status, logs, cancel, quota or queue (see gpu-job --help)\n"
     rc, _out, err, calls = _run(env, "submit", "--gpus", "1")
     assert (rc, calls, len(err.splitlines())) == (2, [], 1)
     assert "the following arguments are required: --name, --image, --command" in err
