@@ -17,6 +17,7 @@ Standard library only. Sources, in order of authority:
 from __future__ import absolute_import, division, print_function
 
 import datetime
+import os
 import re
 
 __metaclass__ = type
@@ -101,6 +102,26 @@ def period_start(period, now):
     if period == "day":
         return day
     raise UsageError("unknown period %r" % (period,))
+
+
+def next_period_start(period, now):
+    """Start of the calendar period after the one holding ``now``: when a timer-reset budget resets next."""
+    start = period_start(period, now)
+    if period == "month":
+        return (start + datetime.timedelta(days=32)).replace(day=1)
+    return start + datetime.timedelta(days=7 if period == "week" else 1)
+
+
+def last_reset(state_dir, period, now):
+    """When the team_quota role's reset timer last reset ``period`` budgets (its ``<period>.last-reset`` file in
+    ``state_dir``), else the start of the current period."""
+    path = os.path.join(state_dir, "%s.last-reset" % period)
+    try:
+        with open(path) as handle:
+            text = handle.read().strip()
+        return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    except (IOError, OSError, ValueError):
+        return period_start(period, now)
 
 
 def _hours(minutes):

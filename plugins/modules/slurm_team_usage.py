@@ -115,22 +115,11 @@ generated_at:
 """
 
 import datetime
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import (
-    UsageError, parse_assoc_mgr_qos, parse_sreport_users, period_start, render_table, team_report)
-
-
-def _since(state_dir, period, now):
-    path = os.path.join(state_dir, "%s.last-reset" % period)
-    try:
-        with open(path) as handle:
-            text = handle.read().strip()
-        return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
-    except (IOError, OSError, ValueError):
-        return period_start(period, now)
+    UsageError, last_reset, parse_assoc_mgr_qos, parse_sreport_users, period_start, render_table, team_report)
 
 
 def main():
@@ -163,7 +152,7 @@ def main():
     sreport_usage = {}
     for team in teams:
         if team.get("period"):
-            since[team["name"]] = _since(module.params["state_dir"], team["period"], now)
+            since[team["name"]] = last_reset(module.params["state_dir"], team["period"], now)
     if module.params["members"] and teams:
         sreport = module.get_bin_path("sreport", required=True)
         by_start = {}

@@ -1,0 +1,242 @@
+"""bin/gpu-job as its users run it: a subprocess under python3 -I -S (as installed), with fake Slurm programs.
+
+The fakes (sbatch, squeue, sacct, scancel, scontrol) on PATH record every call (argv and stdin) and answer from the
+files of tests/unit/fixtures/gpu_job, so a test sees exactly what the command asked Slurm and what it submitted. Bad
+input must give one line on stderr, exit 2 and call no Slurm program at all.
+"""
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_job
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import build
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROGRAM = os.path.join(ROOT, "bin", "gpu-job")
+FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "gpu_job")
+USER = pwd.getpwuid(os.getuid()).pw_name
+
+FAKE = r'''#!%(python)s
+import json, os, sys
+name = os.path.basename(sys.argv[0])
+data = sys.stdin.read() if name == "sbatch" else None
+with open(os.environ["FAKE_SLURM_LOG"], "a") as log:
+    log.write(json.dumps({"argv": [name] + sys.argv[1:], "stdin": data}) + "\n")
+answer = os.environ.get("FAKE_" + name.upper())
+if answer and answer.startswith("rc="):
+    code, _sep, message = answer[3:].partition(":")
+    sys.stderr.write("%%s: error: %%s\n" %% (name, message or "refused"))
+    sys.exit(int(code))
+if answer:
+    with open(answer) as handle:
+        sys.stdout.write(handle.read())
+'''
+
+
+@pytest.fixture(name="env")
+def _env(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("sbatch", "squeue", "sacct", "scancel", "scontrol"):
+        path = bindir / name
+        path.write_text(FAKE % {"python": sys.executable})
+        path.chmod(0o755)
+    model = build({"training": {"gpu_hours": "60000/month", "max_concurrent": 64, "gpu_types": ["a100"],
+                                "partitions": ["a100"], "members": [{"name": USER, "default": True}]},
+                   "research": {"gpu_hours": "10/day", "max_concurrent": 16, "members": [USER]},
+                   "other": {"members": ["someoneelse"]}}, gpu_types=["a100", "l40s"])
+    cluster = {"nodes": dict([("dgx%02d" % i, {"a100": 8}) for i in range(1, 5)] + [("l40s01", {"l40s": 4})]),
+               "partitions": {"a100": ["dgx%02d" % i for i in range(1, 5)], "l40s": ["l40s01"]}}
+    config = _gpu_job.build_config(cluster, [{"name": "a100", "default": True, "max_time": "3-00:00:00"},
+                                             {"name": "l40s", "max_time": "1-00:00:00"}],
+                                   model["teams"], model["users"], datasets={"imagenet": "/data/imagenet"},
+                                   topology=True, log_dir=str(tmp_path / "logs"), state_dir=str(tmp_path / "state"))
+    (tmp_path / "gpu-job.json").write_text(json.dumps(config))
+    (tmp_path / "sbatch.out").write_text("4242\n")
+    return {"PATH": "%s:/usr/bin:/bin" % bindir, "GPU_JOB_CONFIG": str(tmp_path / "gpu-job.json"),
+            "FAKE_SLURM_LOG": str(tmp_path / "calls.jsonl"), "FAKE_SBATCH": str(tmp_path / "sbatch.out"),
+            "FAKE_SCONTROL": os.path.join(FIXTURES, "assoc_mgr_qos.txt"), "tmp": str(tmp_path)}
+
+
+def _run(env, *args, cwd=None):
+    environ = dict((k, v) for k, v in env.items() if k != "tmp")
+    proc = subprocess.run([sys.executable, "-I", "-S", PROGRAM] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd or env["tmp"], timeout=60,
+                          check=False)
+    log = env["FAKE_SLURM_LOG"]
+    calls = []
+    if os.path.exists(log):
+        with open(log) as handle:
+            calls = [json.loads(line) for line in handle]
+        os.unlink(log)
+    return proc.returncode, proc.stdout, proc.stderr, calls
+
+
+SUBMIT = ["submit", "--name", "my-training", "--image", "pytorch:2.4", "--command", "python train.py"]
+
+
+def test_submit_sends_exactly_the_dry_run_script(env):
+    rc, dry, err, calls = _run(env, *SUBMIT, "--gpus", "8", "--dataset", "imagenet", "--time", "4h", "--dry-run")
+    assert (rc, err, calls) == (0, "", [])
+    lines = dry.splitlines()
+    assert lines[2:11] == ["#SBATCH --job-name=my-training", "#SBATCH --account=training", "#SBATCH --qos=training",
+                           "#SBATCH --partition=a100", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
+                           "#SBATCH --gpus-per-node=a100:8", "#SBATCH --time=04:00:00",
+                           "#SBATCH --output=%s/logs/%%j.out" % env["tmp"]]
+    assert " --volume /data/imagenet:/data/imagenet:ro " in lines[-1]
+    assert lines[-1].endswith(" pytorch:2.4 sh -c 'python train.py'")
+    rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "8", "--dataset", "imagenet", "--time", "4h")
+    assert rc == 0, err
+    assert [c["argv"] for c in calls] == [
+        ["scontrol", "-o", "show", "assoc_mgr", "flags=qos"], ["sbatch", "--parsable"]]
+    assert calls[1]["stdin"] == dry
+    assert out.startswith("submitted job 4242: 8 GPU(s) (1 node(s) x 8 a100) on partition a100 for team training")
+    assert os.path.isdir(os.path.join(env["tmp"], "logs"))
+
+
+def test_multi_node_jobs_take_whole_nodes_under_one_switch(env):
+    rc, out, _err, _calls = _run(env, *SUBMIT, "--gpus", "16", "--team", "research", "--dry-run")
+    assert rc == 0
+    assert {"#SBATCH --nodes=2", "#SBATCH --gpus-per-node=a100:8", "#SBATCH --exclusive",
+            "#SBATCH --switches=1@00:30:00", "#SBATCH --account=research"} <= set(out.splitlines())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--gpus", "0"], "gpu-job: --gpus is '0': give a whole number of GPUs, from 1 to 100000"),
+    (["--gpus", "1000"], "gpu-job: --gpus is 1000: team training may use at most 64 GPUs at once"),
+    (["--gpus", "lots"], "gpu-job: --gpus is 'lots'"),
+    (["--gpus", "1", "--time", "forever"], "gpu-job: --time is 'forever': a job needs a time limit"),
+    (["--gpus", "1", "--time", "30"], "gpu-job: --time is '30': a number in a string is a bare number"),
+    (["--gpus", "1", "--time", "4d"], "gpu-job: --time is 4-00:00:00: partition a100 allows at most 3-00:00:00"),
+    (["--gpus", "1", "--image", "pytorch:2.4; rm -rf ~"], "gpu-job: --image is 'pytorch:2.4; rm -rf ~'"),
+    (["--gpus", "1", "--image", "$(curl x)"], "gpu-job: --image is '$(curl x)'"),
+    (["--gpus", "1", "--name", "a b"], "gpu-job: --name is 'a b'"),
+    (["--gpus", "1", "--command", " "], "gpu-job: --command is ' '"),
+    (["--gpus", "1", "--team", "nope"], "gpu-job: --team is 'nope': no such team (teams: other, research, training)"),
+    (["--gpus", "1", "--team", "other"], "gpu-job: --team is 'other': user %s is not a member of team other" % USER),
+    (["--gpus", "1", "--dataset", "imagenett"], "gpu-job: --dataset is 'imagenett': no such dataset (did you mean "
+                                                "'imagenet'?)"),
+    (["--gpus", "1", "--gpu-type", "h100"], "gpu-job: --gpu-type is 'h100': no such GPU type on this cluster"),
+    (["--gpus", "12"], "gpu-job: no node type can run 12 GPUs for team training"),
+    (["--gpus", "8", "--nodes", "0"], "gpu-job: --nodes is '0'"),
+    (["--gpus", "40", "--team", "research", "--gpu-type", "a100"], "gpu-job: --gpus is 40: team research may use"),
+    (["--gpus", "1", "--bogus"], "gpu-job: unrecognized arguments: --bogus"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_submitted(env, args, message):
+    base = list(SUBMIT)
+    for flag in ("--image", "--name", "--command"):
+        if flag in args:
+            index = base.index(flag)
+            del base[index:index + 2]
+    rc, out, err, calls = _run(env, *(base + args))
+    assert (rc, out, calls) == (2, "", [])
+    assert len(err.splitlines()) == 1 and err.startswith(message), err
+
+
+def test_missing_arguments_and_configs_are_one_line_exit_2(env, tmp_path):
+    rc, _out, err, calls = _run(env)
+    assert (rc, calls) == (2, [])
+    assert err == "gpu-job: give a subcommand: submit, status, logs, cancel, quota or queue (see gpu-job --help)\n"
+    rc, _out, err, calls = _run(env, "submit", "--gpus", "1")
+    assert (rc, calls, len(err.splitlines())) == (2, [], 1)
+    assert "the following arguments are required: --name, --image, --command" in err
+    rc, _out, err, calls = _run(dict(env, GPU_JOB_CONFIG=str(tmp_path / "none.json")), *SUBMIT, "--gpus", "1")
+    assert (rc, calls) == (2, [])
+    assert err == "gpu-job: cannot read the config %s: No such file or directory (is the user_tools role applied " \
+                  "here?)\n" % (tmp_path / "none.json")
+    (tmp_path / "old.json").write_text(json.dumps({"version": 1, "runtime": {"name": "none"}, "partitions": [],
+                                                   "teams": [], "users": {}, "datasets": {}, "default_time_s": 1,
+                                                   "log_dir": "/tmp"}))
+    rc, _out, err, calls = _run(dict(env, GPU_JOB_CONFIG=str(tmp_path / "old.json")), *SUBMIT, "--gpus", "1")
+    assert (rc, calls) == (2, [])
+    assert "gpu job never runs" not in err and "gpu-job never runs a job outside a container" in err
+
+
+def test_a_directory_podman_cannot_mount_is_refused(env, tmp_path):
+    odd = tmp_path / "run:1"
+    odd.mkdir()
+    rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "1", "--dry-run", cwd=str(odd))
+    assert (rc, out, calls) == (2, "", [])
+    assert err == "gpu-job: the current directory %r has ':', ',' or a line break in its path, which podman cannot " \
+                  "mount: run gpu-job from another directory\n" % str(odd)
+
+
+def test_an_exhausted_budget_is_refused_with_when_it_resets(env):
+    rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "4", "--team", "research")
+    assert (rc, out) == (2, "")
+    assert [c["argv"][0] for c in calls] == ["scontrol"]
+    assert err.startswith("gpu-job: team research has used its GPU-hour budget (10.0 of 10 GPU-hours this day); it "
+                          "resets ") and len(err.splitlines()) == 1
+
+
+def test_sbatch_refusing_is_exit_1(env):
+    rc, _out, err, calls = _run(dict(env, FAKE_SBATCH="rc=1"), *SUBMIT, "--gpus", "8")
+    assert rc == 1 and [c["argv"][0] for c in calls] == ["scontrol", "sbatch"]
+    assert err == "gpu-job: sbatch --parsable failed (rc 1): sbatch: error: refused\n"
+
+
+def test_quota_reads_the_qos_counters_as_team_usage_does(env):
+    rc, out, err, calls = _run(env, "quota")
+    assert (rc, err) == (0, "")
+    assert [c["argv"] for c in calls] == [["scontrol", "-o", "show", "assoc_mgr", "flags=qos"]]
+    lines = out.splitlines()
+    assert lines[0].split() == ["team", "period", "budget", "GPU-h", "used", "GPU-h", "used", "%", "left", "GPU-h",
+                                "GPUs", "now"]
+    assert lines[2].split() == ["research", "day", "10", "10.0", "100.0%", "0.0", "0/16"]
+    assert lines[3].split() == ["training", "month", "60000", "25.0", "0.0%", "59975.0", "16/64"]
+    assert lines[4].startswith("team research: the budget resets ")
+    assert lines[5].startswith("team training: the budget resets ") and lines[5].endswith("-01 00:00")
+
+
+def test_queue_says_why_in_plain_words(env):
+    rc, out, _err, calls = _run(dict(env, FAKE_SQUEUE=os.path.join(FIXTURES, "squeue_pending.txt")), "queue")
+    assert rc == 0
+    assert calls[0]["argv"] == ["squeue", "-h", "-u", USER, "-t", "PENDING", "-o", "%i|%j|%T|%M|%l|%D|%b|%P|%a|%r"]
+    assert out.splitlines() == [
+        "4101  big-train  waits: your team's GPU limit is in use: it starts when the team's other jobs free GPUs "
+        "[QOSGrpGRES]",
+        "4102  sweep  waits: other jobs come first (higher priority); it starts when its turn comes [Priority]",
+        "4103  odd  waits: Slurm says 'SomethingNew' (see 'man squeue', JOB REASON CODES) [SomethingNew]"]
+    rc, out, _err, _calls = _run(env, "queue")
+    assert (rc, out) == (0, "no pending jobs of yours\n")
+
+
+def test_status_cancel_and_logs(env):
+    rc, out, _err, calls = _run(dict(env, FAKE_SQUEUE=os.path.join(FIXTURES, "squeue_mine.txt")), "status")
+    assert rc == 0 and calls[0]["argv"][:4] == ["squeue", "-h", "-u", USER]
+    assert out.splitlines()[1].endswith("PENDING  elapsed 0:00 of 4:00:00  2 node(s)  gres/gpu:a100:8  a100  "
+                                        "(your team's GPU limit is in use: it starts when the team's other jobs "
+                                        "free GPUs)")
+    rc, out, err, calls = _run(env, "status", "4242")
+    assert (rc, [c["argv"][0] for c in calls]) == (2, ["squeue", "sacct"])
+    assert err == "gpu-job: job 4242: Slurm knows no such job\n"
+    sacct = os.path.join(env["tmp"], "sacct.out")
+    with open(sacct, "w") as handle:
+        handle.write("4242|my-training|COMPLETED|01:00:03|0:0\n")
+    gone = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Invalid job id specified", FAKE_SACCT=sacct)
+    rc, out, err, calls = _run(gone, "status", "4242")
+    assert (rc, out) == (0, "4242  my-training  COMPLETED  elapsed 01:00:03  exit 0:0\n"), err
+    assert calls[1]["argv"] == ["sacct", "-n", "-P", "-X", "-j", "4242", "-o", "JobID,JobName,State,Elapsed,ExitCode"]
+    down = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Unable to contact slurm controller")
+    rc, out, err, calls = _run(down, "status", "4242")
+    assert (rc, out, len(calls)) == (1, "", 1)
+    assert err.startswith("gpu-job: squeue -h -j failed (rc 1): squeue: error: slurm_load_jobs error: Unable to")
+    rc, out, _err, calls = _run(env, "cancel", "4242")
+    assert (rc, out, [c["argv"] for c in calls]) == (0, "cancelled job 4242\n", [["scancel", "4242"]])
+    for bad in (["cancel", "42;reboot"], ["logs", "../x"], ["status", "-1"]):
+        rc, out, err, calls = _run(env, *bad)
+        assert (rc, calls, len(err.splitlines())) == (2, [], 1), bad
+    os.makedirs(os.path.join(env["tmp"], "logs"))
+    with open(os.path.join(env["tmp"], "logs", "4242.out"), "w") as handle:
+        handle.write("epoch 1\n")
+    rc, out, _err, calls = _run(env, "logs", "4242")
+    assert (rc, out, calls) == (0, "epoch 1\n", [])
+    rc, out, _err, calls = _run(env, "logs", "-f", "4242")        # the job is no longer queued: follow ends
+    assert (rc, out, [c["argv"][0] for c in calls]) == (0, "epoch 1\n", ["squeue"])
+    rc, _out, err, _calls = _run(env, "logs", "4243")
+    assert rc == 2 and err.startswith("gpu-job: job 4243: no log at ")
