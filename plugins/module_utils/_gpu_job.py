@@ -12,12 +12,11 @@ from ``_slurm_render.cluster_gpus`` (through the slurm_cluster_gpus filter).
 
 from __future__ import absolute_import, division, print_function
 
-import difflib
 import re
 import shlex
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
-    SpecError, UNLIMITED, format_time, parse_duration)
+    SpecError, UNLIMITED, did_you_mean, format_time, parse_duration)
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import next_period_start
 
 __metaclass__ = type
@@ -75,11 +74,6 @@ REASONS = {
 
 class JobError(ValueError):
     """A refused request or an unusable config; the message is the one line a person reads."""
-
-
-def _suggest(word, choices):
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return " (did you mean '%s'?)" % close[0] if close else ""
 
 
 def _known(choices):
@@ -278,7 +272,7 @@ def pick_team(config, user, team=None):
     membership = config["users"].get(user)
     if team is not None:
         if team not in teams:
-            raise JobError("--team is %r: no such team%s (teams: %s)" % (team, _suggest(team, teams), _known(teams)))
+            raise JobError("--team is %r: no such team%s (teams: %s)" % (team, did_you_mean(team, teams), _known(teams)))
         if membership is None or team not in membership["teams"]:
             raise JobError("--team is %r: user %s is not a member of team %s (your teams: %s)"
                            % (team, user, team, _known(membership["teams"] if membership else [])))
@@ -368,7 +362,7 @@ def dataset_path(config, name):
         return None
     if name not in config["datasets"]:
         raise JobError("--dataset is %r: no such dataset%s (datasets: %s)" % (
-            name, _suggest(name, config["datasets"]), _known(config["datasets"])))
+            name, did_you_mean(name, config["datasets"]), _known(config["datasets"])))
     return config["datasets"][name]
 
 

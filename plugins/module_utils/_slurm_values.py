@@ -21,6 +21,7 @@ Slurm printed that cannot be read.
 
 from __future__ import absolute_import, division, print_function
 
+import difflib
 import re
 
 __metaclass__ = type
@@ -225,6 +226,12 @@ def check_text(value, where):
     if not isinstance(value, str) or not TEXT_RE.match(value):
         raise SpecError("%s is %r: up to 200 characters without quotes, '|', '\\' or line breaks" % (where, value))
     return value
+
+
+def did_you_mean(word, choices):
+    """" (did you mean 'x'?)" with the closest of ``choices`` to a wrong ``word``, or "" when none is close."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return " (did you mean '%s'?)" % close[0] if close else ""
 
 
 def check_name(value, where, pattern=NAME_RE):

@@ -12,11 +12,10 @@ Durations (``min_runtime_before_preemption``) follow ``_slurm_values.parse_durat
 
 from __future__ import absolute_import, division, print_function
 
-import difflib
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
-    PRIORITY_MAX, TEXT_RE, format_time, parse_duration)
+    PRIORITY_MAX, TEXT_RE, did_you_mean, format_time, parse_duration)
 
 __metaclass__ = type
 
@@ -54,11 +53,6 @@ class TeamQuotaError(ValueError):
         super(TeamQuotaError, self).__init__("; ".join(self.problems))
 
 
-def _suggest(word, choices):
-    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return " (did you mean '%s'?)" % close[0] if close else ""
-
-
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -94,7 +88,7 @@ def parse_gpu_hours(value, where):
         period = period[:-1]
     if period not in PERIODS:
         raise ValueError("%s is %r: unknown period '%s'%s; use month, week or day"
-                         % (where, value, match.group("period"), _suggest(period, PERIODS)))
+                         % (where, value, match.group("period"), did_you_mean(period, PERIODS)))
     if match.group("sign"):
         raise ValueError("%s is %r: a GPU-hour budget cannot be negative" % (where, value))
     hours_text = match.group("hours").replace("_", "").replace(",", "")
@@ -119,7 +113,7 @@ def parse_priority(value, levels, where):
         name = value.strip().lower()
         return levels[name], name
     raise ValueError("%s is %r: unknown priority%s; use one of %s or a number"
-                     % (where, value, _suggest(str(value).lower(), levels), ", ".join(sorted(levels))))
+                     % (where, value, did_you_mean(str(value).lower(), levels), ", ".join(sorted(levels))))
 
 
 def _names(value, where, pattern, what):
@@ -201,7 +195,7 @@ def _team(name, spec, levels, default_priority, var, problems):
         problems.items.append("%s is %r: a team is a mapping of %s" % (where, spec, ", ".join(TEAM_KEYS)))
         return None
     for key in sorted(set(spec) - set(TEAM_KEYS)):
-        problems.items.append("%s has unknown key '%s'%s" % (where, key, _suggest(key, TEAM_KEYS)))
+        problems.items.append("%s has unknown key '%s'%s" % (where, key, did_you_mean(key, TEAM_KEYS)))
     team = {"name": name}
     description = spec.get("description")
     if description is None:
@@ -255,7 +249,7 @@ def _preemption(teams, var, problems):
         elif high not in teams or low not in teams:
             unknown = high if high not in teams else low
             problems.items.append("%s names team '%s', which is not in %s%s"
-                                  % (where, unknown, var, _suggest(unknown, teams)))
+                                  % (where, unknown, var, did_you_mean(unknown, teams)))
         else:
             graph[high].add(low)
     for name in sorted(graph):
@@ -323,7 +317,7 @@ def _gpu_types(teams, gpu_types, problems, var):
         for gpu in team["gpu_types"]:
             if cluster and gpu not in cluster:
                 problems.items.append("%s.%s.gpu_types has '%s', which is not one of the cluster's GPU types (%s)%s"
-                                      % (var, team["name"], gpu, ", ".join(cluster), _suggest(gpu, cluster)))
+                                      % (var, team["name"], gpu, ", ".join(cluster), did_you_mean(gpu, cluster)))
     return cluster
 
 
@@ -389,7 +383,7 @@ def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where
     for gpu in cluster_types:
         if gpu not in node_types:
             problems.items.append("%s has '%s', which no node of %s has (the nodes' GPU types: %s)%s"
-                                  % (types_var, gpu, where, known, _suggest(gpu, node_types)))
+                                  % (types_var, gpu, where, known, did_you_mean(gpu, node_types)))
     if cluster_types:
         for gpu in sorted(set(node_types) - set(cluster_types)):
             problems.items.append("%s is %s, but nodes of %s have GPU type '%s' too (%s): list every type the nodes "
@@ -404,7 +398,7 @@ def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where
         for gpu in team["gpu_types"]:
             if gpu not in node_types:
                 problems.items.append("%s.gpu_types has '%s', which no node of %s has (the nodes' GPU types: %s)%s"
-                                      % (path, gpu, where, known, _suggest(gpu, node_types)))
+                                      % (path, gpu, where, known, did_you_mean(gpu, node_types)))
         reach = set(nodes)
         if team["partitions"]:
             reach = set()
@@ -412,7 +406,7 @@ def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where
                 if partition not in partitions:
                     problems.items.append("%s.partitions has '%s', which is not a partition of %s (partitions: %s)%s"
                                           % (path, partition, where, ", ".join(sorted(partitions)) or "none",
-                                             _suggest(partition, partitions)))
+                                             did_you_mean(partition, partitions)))
                 else:
                     reach |= partitions[partition]
         counts = {}
