@@ -79,16 +79,28 @@ def preflight_task_names(role):
     return task_names(os.path.join(ROOT, "roles", role, "tasks", "preflight.yml"))
 
 
-def failed_tasks(out):
-    """Names of the tasks that failed on some host, read from ansible-playbook's default output."""
-    current, failed = None, set()
+def _task_results(out, starts):
+    """{task: [hosts]} of the result lines beginning with one of ``starts`` (``fatal:``, ``changed:``), read from
+    ansible-playbook's default output (a handler counts as a task)."""
+    current, found = None, {}
     for line in out.splitlines():
-        task = re.match(r"TASK \[(?:[\w.]+ : )?(.+?)\] \**$", line)
+        task = re.match(r"(?:TASK|RUNNING HANDLER) \[(?:[\w.]+ : )?(.+?)\] \**$", line)
         if task:
             current = task.group(1)
-        elif line.startswith(("fatal:", "failed:")) and current:
-            failed.add(current)
-    return failed
+        elif line.startswith(starts) and current:
+            host = re.match(r"^\w+: \[([^\]]+)\]", line)
+            found.setdefault(current, []).append(host.group(1) if host else "?")
+    return found
+
+
+def failed_tasks(out):
+    """Names of the tasks that failed on some host, read from ansible-playbook's default output."""
+    return set(_task_results(out, ("fatal:", "failed:")))
+
+
+def changed_tasks(out):
+    """{task: [hosts]} of the tasks a run reported changed, read from ansible-playbook's default output."""
+    return _task_results(out, ("changed:",))
 
 
 def inventory_hosts():

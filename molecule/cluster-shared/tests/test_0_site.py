@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from bad_input import recap
+from bad_input import changed_tasks, recap
 from conftest import (GPUSIM_UNITS, expected_partitions, faults_of, health_report, node_records, reset_since_converge,
                       set_faults, slurm_nodes)
 
@@ -203,25 +203,12 @@ def test_prometheus_scrapes_every_target_of_the_site(scenario):
 DEBIAN12_RERUN_TAGS = "health,slurm,quota"
 
 
-def _changed_tasks(out):
-    """{task: [hosts]} of the tasks a run reported changed, read from its default output."""
-    changed, task = {}, None
-    for line in out.splitlines():
-        started = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.+?)\] \**$", line)
-        if started:
-            task = started.group(1)
-        found = re.match(r"^changed: \[([^\]]+)\]", line)
-        if found and task:
-            changed.setdefault(task, []).append(found.group(1))
-    return changed
-
-
 @pytest.mark.release("debian12")
 def test_a_second_run_of_the_parts_that_differ_on_debian12_changes_nothing(scenario, tmp_path):
     rc, out = scenario.playbook(tmp_path, args=["--tags", DEBIAN12_RERUN_TAGS])
     assert rc == 0, out
     counters = recap(out)
     assert set(scenario.groups["head_nodes"]) | set(scenario.groups["gpu_nodes"]) <= set(counters), counters
-    assert all(c["changed"] == 0 for c in counters.values()), _changed_tasks(out)
+    assert all(c["changed"] == 0 for c in counters.values()), changed_tasks(out)
     # the parts ran: Slurm on every node, the quotas on the controller
     assert "TASK [gpucluster.ops.slurm : " in out and "TASK [gpucluster.ops.team_quota : " in out, out
