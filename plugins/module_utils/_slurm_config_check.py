@@ -301,6 +301,8 @@ def _check_value(ctx, kind, value):
     return None
 
 
+# Lower-case indexes of the module-level key tables, keyed by id(): only tables that live as long as the module may be
+# passed to _lookup (a temporary dict's id can be reused by the next one, which would then get a stale index).
 _INDEXES = {}
 
 
@@ -843,10 +845,12 @@ def _check_single_root(ctx, switches, children):
 # cgroup.conf
 
 
+# 24.11 (and "any version") accepts CgroupPlugin=disabled; built once so that _lookup's index of it stays valid.
+_CGROUP_CONF_24 = dict(keys.CGROUP_CONF, CgroupPlugin=(keys.CGROUP_PLUGIN_24, keys.BOTH))
+
+
 def _check_cgroup_conf(ctx, statements):
-    table = dict(keys.CGROUP_CONF)
-    if ctx.version in (None, "24.11"):
-        table["CgroupPlugin"] = (keys.CGROUP_PLUGIN_24, keys.BOTH)
+    table = _CGROUP_CONF_24 if ctx.version in (None, "24.11") else keys.CGROUP_CONF
     for stmt in statements:
         _check_pair(ctx, table, stmt, stmt.key, stmt.value)
 
