@@ -393,7 +393,9 @@ def script(config, request):
               "outside a container\" >&2" % runtime,
               "  exit 127",
               "fi"]
-    argv = ["srun", "--ntasks-per-node=1", runtime, "run", "--rm", "--network=host",
+    # Without XDG_RUNTIME_DIR: the login session's (/run/user/<uid>, passed on by sbatch) does not exist on a compute
+    # node, and rootless podman then uses the node's own or one under /tmp.
+    argv = ["srun", "--ntasks-per-node=1", "env", "-u", "XDG_RUNTIME_DIR", runtime, "run", "--rm", "--network=host",
             "--env", "CUDA_VISIBLE_DEVICES", "--env", "NVIDIA_VISIBLE_DEVICES",
             "--env", "SLURM_JOB_ID", "--env", "SLURM_PROCID", "--env", "SLURM_NNODES", "--env", "SLURM_NODELIST",
             "--env", "SLURM_JOB_NODELIST"]

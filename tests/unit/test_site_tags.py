@@ -1,5 +1,5 @@
 """playbooks/site.yml runs one part alone by its tag (baseline, fabric, gpu_stack, health, kubernetes, slurm, quota,
-monitoring, checks), with the facts, the inventory check and the summary in every run.
+user_tools, monitoring, checks), with the facts, the inventory check and the summary in every run.
 
 Each tag is checked on what Ansible itself would run: ``ansible-playbook --list-tasks --tags <tag> -i inventories/lab
 playbooks/site.yml`` (no connection to any host), started for every tag at once. A play counts as listed when a task
@@ -29,6 +29,7 @@ GPU = "GPU nodes"
 KUBERNETES = "Kubernetes"
 SLURM = "Slurm"
 QUOTA = "Team quotas"
+USER_TOOLS = "User tools"
 MONITORING = "Monitoring"
 CHECKS = "Checks"
 HEALTH_RUN = "Check the GPU nodes' health"
@@ -49,6 +50,7 @@ PARTS = {
     "kubernetes": {KUBERNETES: {"gpu_operator", OWN}},
     "slurm": {SLURM: {"slurm"}, SLURM_STATE: {OWN}},
     "quota": {QUOTA: {"team_quota"}},
+    "user_tools": {USER_TOOLS: {"user_tools"}},
     "monitoring": {GPU: {"dcgm_exporter", "monitoring"}, MONITORING: {"monitoring"}},
     "checks": {CHECKS: {OWN}, HEALTH_RUN: {OWN}, SLURM_STATE: {OWN}},
 }

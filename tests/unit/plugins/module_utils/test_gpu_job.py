@@ -191,7 +191,7 @@ def test_the_script_one_node():
         "set -euo pipefail", "if ! command -v podman >/dev/null 2>&1; then",
         "  echo \"gpu-job: the container runtime podman is not installed on $(hostname); the job does not run outside"
         " a container\" >&2", "  exit 127", "fi"]
-    assert lines[16].startswith("srun --ntasks-per-node=1 podman run --rm --network=host --env CUDA_VISIBLE_DEVICES ")
+    assert lines[16].startswith("srun --ntasks-per-node=1 env -u XDG_RUNTIME_DIR podman run --rm --network=host --env CUDA_VISIBLE_DEVICES ")
     assert lines[16].endswith(" --volume /data/imagenet:/data/imagenet:ro --volume '/home/chen/my project:/home/chen/"
                               "my project' --workdir '/home/chen/my project' pytorch:2.4 sh -c 'python train.py --lr "
                               "'\"'\"'0.1'\"'\"''")
