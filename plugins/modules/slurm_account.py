@@ -192,6 +192,7 @@ def main():
                 parent=dict(type="str", default="root"),
                 qos=dict(type="list", elements="str"),
                 default_qos=dict(type="str"),
+                fairshare=dict(type="int"),
             )),
             users=dict(type="list", elements="dict", default=[], options=dict(
                 name=dict(type="str", required=True),

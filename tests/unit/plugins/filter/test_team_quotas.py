@@ -113,9 +113,9 @@ def test_seed_accounts_and_users():
     result = model.build(SEED)
     assert result["slurm"]["accounts"] == [
         {"name": "development", "description": "team development", "organization": "gpucluster.ops",
-         "parent": "root", "qos": ["development"], "default_qos": "development"},
+         "parent": "root", "qos": ["development"], "default_qos": "development", "fairshare": 1},
         {"name": "research", "description": "team research", "organization": "gpucluster.ops",
-         "parent": "root", "qos": ["research"], "default_qos": "research"}]
+         "parent": "root", "qos": ["research"], "default_qos": "research", "fairshare": 1}]
     users = dict((u["name"], u) for u in result["slurm"]["users"])
     assert users["carol"] == {"name": "carol", "default_account": "research", "associations": [
         {"account": "development", "partition": ""}, {"account": "research", "partition": ""}]}
