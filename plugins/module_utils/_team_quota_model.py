@@ -899,7 +899,7 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres, fair)
     price_list = _prices(prices, currency, cluster_types, prices_variable, problems)
     slurm_partitions = None
-    if window is not None and partitions is not None:
+    if window is not None and partitions is not None and window["billing_per_gpu"] is not None:
         slurm_partitions = _billing_partitions(partitions, window, offpeak_variable, problems)
     warnings = []
     if cluster is not None:
