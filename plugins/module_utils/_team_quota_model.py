@@ -654,6 +654,14 @@ def _billing_partitions(partitions, offpeak, var, problems):
         problems.items.append("the partitions are %r: give the slurm_partitions list ({name, groups, ...})"
                               % (partitions,))
         return None
+    own = "GRES/gpu=%d" % BILLING_PER_GPU
+    cheap = "GRES/gpu=%d" % offpeak["billing_per_gpu"]
+
+    def billing(part):
+        return next((str(v) for k, v in (part.get("extra") or {}).items() if str(k).lower() == "tresbillingweights"),
+                    None)
+    # The model's own output given back (slurm_partitions set from it): the same result again.
+    partitions = [p for p in partitions if not (str(p["name"]) == offpeak["partition"] and billing(p) == cheap)]
     names = [str(p["name"]) for p in partitions]
     base = offpeak["base_partition"] or next((str(p["name"]) for p in partitions if p.get("default")), None) \
         or (names[0] if names else None)
@@ -667,17 +675,18 @@ def _billing_partitions(partitions, offpeak, var, problems):
         return None
     result = []
     for part in partitions:
-        extra = dict(part.get("extra") or {})
+        extra = dict((k, v) for k, v in (part.get("extra") or {}).items()
+                     if not (str(k).lower() == "tresbillingweights" and str(v) == own))
         if any(str(k).lower() == "tresbillingweights" for k in extra):
             problems.items.append("partition %s sets TRESBillingWeights itself: with off-peak pricing the team model "
                                   "sets it on every partition (budgets are counted in billing)" % part["name"])
-        extra["TRESBillingWeights"] = "GRES/gpu=%d" % BILLING_PER_GPU
+        extra["TRESBillingWeights"] = own
         result.append(dict(part, extra=extra))
     copy = dict(partitions[names.index(base)])
     copy.update({"name": offpeak["partition"], "default": False})
     extra = dict((k, v) for k, v in (copy.get("extra") or {}).items() if str(k).lower() not in ("state", "default"))
     # Closed until the timer opens it: a restarted slurmctld never bills at the off-peak rate by mistake.
-    extra.update({"TRESBillingWeights": "GRES/gpu=%d" % offpeak["billing_per_gpu"], "State": "DOWN"})
+    extra.update({"TRESBillingWeights": cheap, "State": "DOWN"})
     copy["extra"] = extra
     result.append(copy)
     return result

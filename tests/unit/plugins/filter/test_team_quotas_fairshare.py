@@ -113,6 +113,12 @@ def test_offpeak_counts_budgets_in_billing_and_adds_the_partition():
                                                      "State": "DOWN"}
 
 
+def test_the_partitions_it_returns_given_back_give_the_same():
+    once = model.build(TEAMS, offpeak=dict(OFFPEAK), partitions=copy.deepcopy(PARTITIONS))["slurm_partitions"]
+    twice = model.build(TEAMS, offpeak=dict(OFFPEAK), partitions=copy.deepcopy(once))["slurm_partitions"]
+    assert twice == once
+
+
 def test_without_offpeak_the_budgets_are_gpu_minutes_as_before():
     result = model.build(TEAMS, partitions=copy.deepcopy(PARTITIONS))
     assert qos(result, "research")["grp_tres_mins"] == {"gres/gpu": 1200000}
