@@ -128,11 +128,13 @@ options:
   fairshare_weight:
     description:
       - C(PriorityWeightFairshare) in the returned slurm.conf keys (the weight of a job's fair-share factor, from the
-        team's C(shares) and its use); null leaves the key out (Slurm's default 0).
+        team's C(shares) and its use); null leaves the key out (Slurm's default 0), 0 turns fair share off.
     type: int
+    default: 10000
   age_weight:
     description: C(PriorityWeightAge) in the returned slurm.conf keys; null leaves it out.
     type: int
+    default: 1000
   calc_period:
     description:
       - C(PriorityCalcPeriod) (a duration such as C(5m)), how often slurmctld recalculates usage and priorities;
@@ -255,14 +257,15 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import TeamQuotaError, build
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import (
+    DEFAULT_AGE_WEIGHT, DEFAULT_FAIRSHARE_WEIGHT, TeamQuotaError, build)
 
 
 def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
                 variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
                 accounting_tres=True, errors="raise", cluster=None, gpu_types_variable="team_quota_gpu_types",
                 cluster_name="the cluster", kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes",
-                fairshare_weight=None, age_weight=None, calc_period=None, decay_half_life=None, offpeak=None,
+                fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT, age_weight=DEFAULT_AGE_WEIGHT, calc_period=None, decay_half_life=None, offpeak=None,
                 partitions=None, prices=None, currency="EUR"):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):

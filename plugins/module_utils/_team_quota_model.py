@@ -45,6 +45,10 @@ DESCRIPTION_RE = TEXT_RE                # sacctmgr prints descriptions in '|'-se
 # Fair share: a team's Fairshare= shares when it names none. Equal shares: a team's max_concurrent is a ceiling, not
 # an entitlement, and a team without one has no number to be proportional to; set ``shares`` where a team is owed more.
 DEFAULT_SHARES = 1
+# PriorityWeightFairshare and PriorityWeightAge beside PriorityWeightQOS (10000): the QOS priority still orders the
+# teams, fair share orders the teams of one priority level by their use, and age keeps a waiting job from starving.
+DEFAULT_FAIRSHARE_WEIGHT = 10000
+DEFAULT_AGE_WEIGHT = 1000
 SHARES_MAX = 2 ** 31 - 1
 WEIGHT_MAX = 2 ** 32 - 1
 # Off-peak pricing: every partition bills GRES/gpu=BILLING_PER_GPU per GPU (the off-peak one factor x that), and a
@@ -861,7 +865,8 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
 def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
           variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
           accounting_tres=True, cluster=None, gpu_types_variable="team_quota_gpu_types", cluster_name="the cluster",
-          kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes", fairshare_weight=None, age_weight=None,
+          kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes", fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT,
+          age_weight=DEFAULT_AGE_WEIGHT,
           calc_period=None, decay_half_life=None, offpeak=None, partitions=None, prices=None, currency="EUR",
           offpeak_variable="team_quota_offpeak", prices_variable="team_quota_gpu_prices"):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.

@@ -128,6 +128,7 @@ def test_seed_slurm_conf_and_reset():
         "AccountingStorageTRES": "gres/gpu,gres/gpu:a100,gres/gpu:h100",
         "AccountingStorageEnforce": "associations,limits,qos,safe",
         "PriorityType": "priority/multifactor", "PriorityWeightQOS": 10000,
+        "PriorityWeightFairshare": 10000, "PriorityWeightAge": 1000,
         "PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": 1}
     assert result["reset"] == {"month": ["development", "research"]}
     assert result["tres"] == ["gres/gpu", "gres/gpu:a100", "gres/gpu:h100"]

@@ -53,7 +53,10 @@ def test_weights_and_periods_in_the_slurm_conf_keys():
     assert conf["PriorityWeightFairshare"] == 10000 and conf["PriorityWeightAge"] == 1000
     assert conf["PriorityCalcPeriod"] == 1 and conf["PriorityDecayHalfLife"] == "7-00:00:00"
     assert conf["PriorityWeightQOS"] == 10000
-    assert "PriorityWeightFairshare" not in model.build(TEAMS)["slurm_conf"]       # not given: Slurm's own
+    conf = model.build(TEAMS)["slurm_conf"]                                          # the model's defaults
+    assert (conf["PriorityWeightFairshare"], conf["PriorityWeightAge"]) == (10000, 1000)
+    assert "PriorityCalcPeriod" not in conf and "PriorityDecayHalfLife" not in conf   # not given: Slurm's own
+    assert "PriorityWeightFairshare" not in model.build(TEAMS, fairshare_weight=None)["slurm_conf"]
     assert model.build(TEAMS, decay_half_life=0)["slurm_conf"]["PriorityDecayHalfLife"] == 0
 
 
@@ -183,6 +186,16 @@ def test_every_problem_at_once():
     found = problems(teams(research__shares=0), offpeak=dict(OFFPEAK, factor=2), prices={"a100": -1},
                      fairshare_weight=-1, partitions=copy.deepcopy(PARTITIONS))
     assert len(found) == 4
+
+
+def test_role_defaults_are_the_models():
+    import yaml
+    import os
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+    with open(os.path.join(root, "roles", "team_quota", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert defaults["team_quota_priority_weight_fairshare"] == model.DEFAULT_FAIRSHARE_WEIGHT
+    assert defaults["team_quota_priority_weight_age"] == model.DEFAULT_AGE_WEIGHT
 
 
 def test_filter_passes_everything_through():
