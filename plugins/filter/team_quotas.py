@@ -161,8 +161,8 @@ options:
     elements: dict
   prices:
     description:
-      - Price of one GPU-hour per GPU type (C({h100: 2.5, a100: 1.2}); the key C('') prices GPUs without a type), for
-        the cost in the usage reports. A negative price is refused.
+      - "Price of one GPU-hour per GPU type (C({h100: 2.5, a100: 1.2}); the key C('') prices GPUs without a type), for
+        the cost in the usage reports. A negative price is refused."
     type: dict
   currency:
     description: The currency of O(prices), as the reports print it.

@@ -54,7 +54,7 @@ def offpeak_on(scenario, tmp_path_factory):
         assert rc == 0, out
     yield extra
     back = tmp_path_factory.mktemp("offpeak-back")
-    for playbook in ("team_quota.yml", "slurm.yml", "team_quota.yml"):
+    for playbook in ("slurm.yml", "team_quota.yml"):
         rc, out = scenario.playbook(back, playbook)
         assert rc == 0, out
 

@@ -415,3 +415,13 @@ def test_cluster_must_be_named_when_there_are_several(fake):
     fake.clusters = ["a", "b"]
     result = run(slurm_account, {"accounts": []})
     assert result["failed"] and "slurmdbd knows 2 clusters (a, b): name one with the cluster option" in result["msg"]
+
+
+def test_offpeak_budget_in_billing_is_stored_and_read_back(fake):
+    offpeak = {"factor": 0.5, "open": "Mon..Fri *-*-* 20:00:00", "close": "Mon..Fri *-*-* 07:00:00"}
+    model = seed_model(offpeak=offpeak)
+    first = run(slurm_qos, {"qos": model["slurm"]["qos"]})
+    assert first["changed"] and not first["failed"], first.get("msg")
+    assert fake.qos["research"]["GrpTRESMins"] == {"billing": str(20000 * 60 * 1000)}
+    again = run(slurm_qos, {"qos": model["slurm"]["qos"]})
+    assert not again["changed"] and not again["failed"]
