@@ -12,6 +12,7 @@ Durations (``min_runtime_before_preemption``) follow ``_slurm_values.parse_durat
 
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
@@ -306,7 +307,7 @@ def parse_factor(value, where):
     except ValueError:
         raise ValueError("%s is %r: give a number above 0 and at most 1 (0.5: off-peak GPU-hours count half)"
                          % (where, value))
-    if not factor > 0 or factor > 1:
+    if math.isnan(factor) or factor <= 0 or factor > 1:
         raise ValueError("%s is %r: the off-peak factor is above 0 and at most 1 (a factor above 1 would make the "
                          "quiet hours dearer, 0 or less would leave off-peak work outside every budget)"
                          % (where, value))
@@ -373,7 +374,7 @@ def _prices(prices, currency, cluster_types, var, problems, currency_var="team_q
             if value is None:
                 problems.items.append("%s is %r: give the price of one GPU-hour as a number" % (where, prices[gpu]))
                 continue
-        if value != value or value < 0 or value > PRICE_MAX:
+        if math.isnan(value) or value < 0 or value > PRICE_MAX:
             problems.items.append("%s is %r: a price per GPU-hour is a number from 0 to %d (a negative price is refused)"
                                   % (where, prices[gpu], PRICE_MAX))
             continue

@@ -60,6 +60,11 @@ options:
       default_qos:
         description: QOS used when a job names none; one of O(accounts[].qos).
         type: str
+      fairshare:
+        description:
+          - The account association's fair-share shares (C(Fairshare=), a whole number from 1); only their ratio
+            between sibling accounts counts. Read back after a change. Left out, not managed.
+        type: int
   users:
     description: Users to manage.
     type: list
