@@ -252,28 +252,34 @@ def _team(name, spec, levels, default_priority, var, problems):
     return team
 
 
+def _whole(value, low, high):
+    """``value`` (a whole number, or a decimal string as templated inventory gives it) within low..high, else None."""
+    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
+        number = int(value)
+        if low <= number <= high:
+            return number
+    return None
+
+
 def parse_shares(value, where):
     """A team's Fairshare= shares: a whole number from 1 (None: DEFAULT_SHARES)."""
     if value is None:
         return DEFAULT_SHARES
-    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
-        number = int(value)
-        if 1 <= number <= SHARES_MAX:
-            return number
-    raise ValueError("%s is %r: fair-share shares are a whole number from 1 to %d (only their ratio between teams "
-                     "matters)" % (where, value, SHARES_MAX))
+    number = _whole(value, 1, SHARES_MAX)
+    if number is None:
+        raise ValueError("%s is %r: fair-share shares are a whole number from 1 to %d (only their ratio between teams "
+                         "matters)" % (where, value, SHARES_MAX))
+    return number
 
 
 def _weight(value, name, problems):
     """A PriorityWeight* value: None (key left out) or a whole number from 0 to 4294967295."""
     if value is None:
         return None
-    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
-        number = int(value)
-        if 0 <= number <= WEIGHT_MAX:
-            return number
-    problems.items.append("%s is %r: use a whole number from 0 to %d" % (name, value, WEIGHT_MAX))
-    return None
+    number = _whole(value, 0, WEIGHT_MAX)
+    if number is None:
+        problems.items.append("%s is %r: use a whole number from 0 to %d" % (name, value, WEIGHT_MAX))
+    return number
 
 
 def _interval(value, name, problems, minutes=False):
