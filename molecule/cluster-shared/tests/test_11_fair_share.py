@@ -135,8 +135,8 @@ def test_the_team_that_used_less_gets_the_higher_priority(ctl, offpeak_on):
     development = _job(ctl, "bob", "--account=development " + later)
     try:
         def components():
-            rows = dict(l.split()[:2] for l in ctl.check_output("sprio -h -n -o '%%i %%F' -j %s,%s"
-                                                               % (research, development)).splitlines())
+            out = ctl.check_output("sprio -h -n -o '%%i %%F' -j %s,%s" % (research, development))
+            rows = dict(line.split()[:2] for line in out.splitlines())
             return rows if len(rows) == 2 else None
         rows = _wait(components, 120, "sprio to list both pending jobs")
         assert float(rows[development]) > float(rows[research]), rows
