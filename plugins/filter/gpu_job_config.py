@@ -132,7 +132,9 @@ def gpu_job_config(cluster, partitions, quota, datasets=None, runtime="podman", 
     return build_config(cluster, partitions, quota.get("teams") or [], quota.get("users") or [], datasets=datasets,
                         runtime=runtime, runtime_args=runtime_args, default_time=default_time,
                         switches_wait=switches_wait, topology=topology, log_dir=log_dir, state_dir=state_dir,
-                        reset_on_calendar=reset_on_calendar)
+                        reset_on_calendar=reset_on_calendar, prices=quota.get("prices"),
+                        currency=quota.get("currency") or "EUR",
+                        gpu_types=[t[len("gres/gpu:"):] for t in quota.get("tres") or [] if t.startswith("gres/gpu:")])
 
 
 class FilterModule(object):

@@ -18,7 +18,9 @@ description:
     C(max_concurrent) (GPUs at once), C(priority) (a level name such as C(high) or a number), C(can_preempt) and
     C(preemptible_by) (team names), C(min_runtime_before_preemption) (C(30m), C(2h), C(00:30:00); a bare number but
     C(0) is refused because Slurm reads it as minutes), C(preempt_mode) (C(requeue) or C(cancel)), C(members) (user names,
-    or C({name, default}) for a user in several teams), C(gpu_types), C(partitions) and C(kubernetes_namespace)."
+    or C({name, default}) for a user in several teams), C(gpu_types), C(partitions), C(kubernetes_namespace) and
+    C(shares) (fair-share shares, the account's C(Fairshare=); default 1: equal shares, since C(max_concurrent) is a
+    ceiling and not an entitlement)."
   - "Returns a dictionary: C(teams) (normalised, sorted by name), C(users), C(slurm) (C(qos), C(accounts), C(users)
     in the form the P(gpucluster.ops.slurm_qos#module) and P(gpucluster.ops.slurm_account#module) modules take),
     C(slurm_conf) (the slurm.conf keys quotas need, for the slurm role's C(slurm_conf_extra)), C(reset) (QOS names
@@ -123,6 +125,49 @@ options:
     description: How error messages name the Kubernetes GPU nodes, for example their inventory group.
     type: str
     default: the Kubernetes GPU nodes
+  fairshare_weight:
+    description:
+      - C(PriorityWeightFairshare) in the returned slurm.conf keys (the weight of a job's fair-share factor, from the
+        team's C(shares) and its use); null leaves the key out (Slurm's default 0), 0 turns fair share off.
+    type: int
+    default: 10000
+  age_weight:
+    description: C(PriorityWeightAge) in the returned slurm.conf keys; null leaves it out.
+    type: int
+    default: 1000
+  calc_period:
+    description:
+      - C(PriorityCalcPeriod) (a duration such as C(5m)), how often slurmctld recalculates usage and priorities;
+        null leaves it out (Slurm's 5 minutes).
+    type: raw
+  decay_half_life:
+    description:
+      - C(PriorityDecayHalfLife) (a duration such as C(7d)); null leaves it out (Slurm's 7 days). With O(reset=decay)
+        the model sets it to 0 itself and refuses any other value.
+    type: raw
+  offpeak:
+    description:
+      - "Off-peak pricing: C({factor, open, close, partition, base_partition}). C(factor) (above 0, at most 1, in steps
+        of 0.001) is what an off-peak GPU-hour counts against a team's budget; C(open) and C(close) are systemd
+        OnCalendar times at which the off-peak partition (C(partition), default C(offpeak)) is opened and closed;
+        it has the nodes of C(base_partition) (default: the default partition of O(partitions))."
+      - "With it, budgets are counted in billing: each QOS gets C(GrpTRESMins=billing=<GPU-minutes x 1000>), each
+        partition of O(partitions) C(TRESBillingWeights=GRES/gpu=1000) and the off-peak partition
+        C(GRES/gpu=<factor x 1000>) and C(State=DOWN) until the timer opens it; C(slurm_partitions) is that list."
+    type: dict
+  partitions:
+    description: The slurm_partitions list that O(offpeak) adds billing weights and the off-peak partition to.
+    type: list
+    elements: dict
+  prices:
+    description:
+      - "Price of one GPU-hour per GPU type (C({h100: 2.5, a100: 1.2}); the key C('') prices GPUs without a type), for
+        the cost in the usage reports. A negative price is refused."
+    type: dict
+  currency:
+    description: The currency of O(prices), as the reports print it.
+    type: str
+    default: EUR
   errors:
     description:
       - C(raise) fails with every problem listed; C(return) returns C({errors, ...}) instead, C(errors) being the
@@ -193,18 +238,35 @@ _value:
       description: With O(cluster), what is allowed but worth knowing (budgets that oversubscribe the cluster).
       type: list
       elements: str
+    offpeak:
+      description: The checked off-peak settings (C(factor), C(billing_per_gpu), C(open), C(close), C(partition),
+        C(base_partition)), or null without off-peak pricing.
+      type: dict
+    slurm_partitions:
+      description: With O(offpeak) and O(partitions), the partitions with billing weights and the off-peak one.
+      type: list
+      elements: dict
+    prices:
+      description: The checked prices per GPU-hour per GPU type.
+      type: dict
+    currency:
+      description: The currency of the prices.
+      type: str
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import TeamQuotaError, build
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import (
+    DEFAULT_AGE_WEIGHT, DEFAULT_FAIRSHARE_WEIGHT, TeamQuotaError, build)
 
 
 def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium", qos_weight=10000, reset="timer",
                 variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
                 accounting_tres=True, errors="raise", cluster=None, gpu_types_variable="team_quota_gpu_types",
-                cluster_name="the cluster", kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes"):
+                cluster_name="the cluster", kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes",
+                fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT, age_weight=DEFAULT_AGE_WEIGHT, calc_period=None, decay_half_life=None, offpeak=None,
+                partitions=None, prices=None, currency="EUR"):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):
         raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
@@ -213,7 +275,9 @@ def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium
                       qos_weight=qos_weight, reset=reset, variable=variable, flavor_label=flavor_label, cohort=cohort,
                       accounting_tres=accounting_tres, cluster=cluster, gpu_types_variable=gpu_types_variable,
                       cluster_name=cluster_name, kubernetes_cluster=kubernetes_cluster,
-                      kubernetes_name=kubernetes_name)
+                      kubernetes_name=kubernetes_name, fairshare_weight=fairshare_weight, age_weight=age_weight,
+                      calc_period=calc_period, decay_half_life=decay_half_life, offpeak=offpeak,
+                      partitions=partitions, prices=prices, currency=currency)
     except TeamQuotaError as exc:
         if errors == "return":
             return {"errors": exc.problems}

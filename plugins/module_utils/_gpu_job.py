@@ -105,7 +105,8 @@ def _seconds(value, where, allow_unlimited):
 
 def build_config(cluster, partitions, teams, users, datasets=None, runtime="podman", runtime_args=None,
                  default_time="1h", switches_wait="30m", topology=False, log_dir="~/gpu-job-logs",
-                 state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None, variable="user_tools_datasets"):
+                 state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None, variable="user_tools_datasets",
+                 prices=None, currency="EUR", gpu_types=None):
     """The config file's content (a dict to write as JSON).
 
     ``cluster`` is the slurm_cluster_gpus filter's result (with partitions), ``partitions`` the slurm_partitions
@@ -162,6 +163,8 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
             "name": team["name"], "max_concurrent": team.get("max_concurrent"),
             "gpu_hours": team.get("gpu_hours"), "period": team.get("period"),
             "gpu_types": list(team.get("gpu_types") or []), "partitions": list(team.get("partitions") or []),
+            "budget_tres": team.get("budget_tres") or "gres/gpu",
+            "budget_units_per_gpu_minute": team.get("budget_units_per_gpu_minute") or 1,
         })
     user_map = {}
     for user in users or []:
@@ -180,6 +183,10 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
         "teams": team_list,
         "users": user_map,
         "datasets": catalogue,
+        # For the cost in gpu-job quota: the team model's checked prices per GPU-hour per GPU type.
+        "prices": dict(prices or {}),
+        "currency": currency,
+        "gpu_types": list(gpu_types or []),
     }
 
 

@@ -14,7 +14,8 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values impor
 
 __metaclass__ = type
 
-ACCOUNT_FIELDS = ("description", "organization", "parent", "qos", "default_qos")
+ACCOUNT_FIELDS = ("description", "organization", "parent", "qos", "default_qos", "fairshare")
+FAIRSHARE_MAX = 2 ** 31 - 1
 
 
 def check_account_spec(spec, index=0):
@@ -39,6 +40,14 @@ def check_account_spec(spec, index=0):
         raise SpecError("%s: default_qos %s is not in its qos list %s" % (where, out["default_qos"], out["qos"]))
     if out["parent"] == name:
         raise SpecError("%s: parent is the account itself" % where)
+    fairshare = spec.get("fairshare")
+    if fairshare is not None:
+        if isinstance(fairshare, str) and fairshare.strip().isdigit():
+            fairshare = int(fairshare)
+        if isinstance(fairshare, bool) or not isinstance(fairshare, int) or not 1 <= fairshare <= FAIRSHARE_MAX:
+            raise SpecError("%s: fairshare is %r: give the shares as a whole number from 1 to %d"
+                            % (where, spec.get("fairshare"), FAIRSHARE_MAX))
+    out["fairshare"] = fairshare
     return out
 
 
@@ -91,9 +100,9 @@ def read_accounts(sacct, cluster):
     for row in sacct.show("account", ["Account", "Description", "Organization"]):
         accounts[row["Account"]] = {"name": row["Account"], "description": row["Description"],
                                     "organization": row["Organization"], "parent": None, "qos": None,
-                                    "default_qos": None, "on_cluster": False}
+                                    "default_qos": None, "fairshare": None, "on_cluster": False}
     users = {}
-    rows = sacct.show("assoc", ["Account", "ParentName", "User", "Partition", "QOS", "DefaultQOS"],
+    rows = sacct.show("assoc", ["Account", "ParentName", "User", "Partition", "QOS", "DefaultQOS", "Fairshare"],
                       ["where", "cluster=" + cluster])
     for row in rows:
         if not row["User"]:
@@ -101,7 +110,8 @@ def read_accounts(sacct, cluster):
                                                            "organization": ""})
             account.update({"parent": row["ParentName"] or "root", "on_cluster": True,
                             "qos": sorted(q for q in row["QOS"].split(",") if q),
-                            "default_qos": row["DefaultQOS"] or ""})
+                            "default_qos": row["DefaultQOS"] or "",
+                            "fairshare": _shares(row["Fairshare"])})
         else:
             user = users.setdefault(row["User"], {"name": row["User"], "default_account": "", "associations": set()})
             user["associations"].add((row["Account"], row["Partition"]))
@@ -113,13 +123,18 @@ def read_accounts(sacct, cluster):
     return accounts, users
 
 
+def _shares(text):
+    """The account association's Fairshare as sacctmgr prints it: a number, or the text (``parent``) otherwise."""
+    return int(text) if text.isdigit() else text
+
+
 def _account_differences(have, want):
     return differences(have, want, ACCOUNT_FIELDS)
 
 
 def _account_assignments(diff):
     labels = {"description": "Description", "organization": "Organization", "parent": "Parent", "qos": "QOS",
-              "default_qos": "DefaultQOS"}
+              "default_qos": "DefaultQOS", "fairshare": "Fairshare"}
     args = []
     for field in ACCOUNT_FIELDS:
         if field in diff:
@@ -133,7 +148,7 @@ def account_line(account):
         return None
     parts = []
     for field, label in (("parent", "Parent"), ("qos", "QOS"), ("default_qos", "DefaultQOS"),
-                         ("organization", "Organization"), ("description", "Description")):
+                         ("fairshare", "Fairshare"), ("organization", "Organization"), ("description", "Description")):
         value = account.get(field)
         if value is not None:
             parts.append("%s=%s" % (label, ",".join(value) if isinstance(value, list) else value))

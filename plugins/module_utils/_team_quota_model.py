@@ -12,6 +12,7 @@ Durations (``min_runtime_before_preemption``) follow ``_slurm_values.parse_durat
 
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
@@ -27,7 +28,7 @@ PREEMPT_MODES = ("requeue", "cancel")
 RESET_METHODS = ("timer", "decay")
 TEAM_KEYS = ("description", "gpu_hours", "max_concurrent", "priority", "preemptible_by", "can_preempt",
              "min_runtime_before_preemption", "preempt_mode", "members", "gpu_types", "partitions",
-             "kubernetes_namespace", "kubernetes_max_concurrent")
+             "kubernetes_namespace", "kubernetes_max_concurrent", "shares")
 MEMBER_KEYS = ("name", "default")
 QOS_PREFIX = "gpucluster.ops: "       # QOS descriptions start with it: prune only ever removes QOS carrying it
 ORGANIZATION = "gpucluster.ops"        # accounts carry it as Organization: prune only ever removes those
@@ -42,6 +43,22 @@ GPU_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DESCRIPTION_RE = TEXT_RE                # sacctmgr prints descriptions in '|'-separated output
+# Fair share: a team's Fairshare= shares when it names none. Equal shares: a team's max_concurrent is a ceiling, not
+# an entitlement, and a team without one has no number to be proportional to; set ``shares`` where a team is owed more.
+DEFAULT_SHARES = 1
+# PriorityWeightFairshare and PriorityWeightAge beside PriorityWeightQOS (10000): the QOS priority still orders the
+# teams, fair share orders the teams of one priority level by their use, and age keeps a waiting job from starving.
+DEFAULT_FAIRSHARE_WEIGHT = 10000
+DEFAULT_AGE_WEIGHT = 1000
+SHARES_MAX = 2 ** 31 - 1
+WEIGHT_MAX = 2 ** 32 - 1
+# Off-peak pricing: every partition bills GRES/gpu=BILLING_PER_GPU per GPU (the off-peak one factor x that), and a
+# team's budget is GrpTRESMins=billing=<GPU-minutes x BILLING_PER_GPU>. Slurm keeps a job's billing TRES as a whole
+# number, so a factor of 0.5 on one GPU must not round to 0: hence 1000 per GPU, and factors in steps of 0.001.
+BILLING_PER_GPU = 1000
+OFFPEAK_KEYS = ("factor", "open", "close", "partition", "base_partition")
+PRICE_MAX = 1e9
+CURRENCY_RE = re.compile(r"^[A-Za-z$\u20ac\u00a3\u00a5]{1,8}$")
 _GPU_HOURS_RE = re.compile(r"^\s*(?P<sign>-)?\s*(?P<hours>[0-9][0-9_,]*(?:\.[0-9]+)?)\s*/\s*(?P<period>[A-Za-z]+)\s*$")
 
 
@@ -231,7 +248,146 @@ def _team(name, spec, levels, default_priority, var, problems):
     team["kubernetes_namespace"] = namespace
     team["kubernetes_max_concurrent"] = problems.run(parse_count, spec.get("kubernetes_max_concurrent"),
                                                      where + ".kubernetes_max_concurrent")
+    team["shares"] = problems.run(parse_shares, spec.get("shares"), where + ".shares") or DEFAULT_SHARES
     return team
+
+
+def _whole(value, low, high):
+    """``value`` (a whole number, or a decimal string as templated inventory gives it) within low..high, else None."""
+    if _is_int(value) or (isinstance(value, str) and re.match(r"^\s*-?[0-9]+\s*$", value)):
+        number = int(value)
+        if low <= number <= high:
+            return number
+    return None
+
+
+def parse_shares(value, where):
+    """A team's Fairshare= shares: a whole number from 1 (None: DEFAULT_SHARES)."""
+    if value is None:
+        return DEFAULT_SHARES
+    number = _whole(value, 1, SHARES_MAX)
+    if number is None:
+        raise ValueError("%s is %r: fair-share shares are a whole number from 1 to %d (only their ratio between teams "
+                         "matters)" % (where, value, SHARES_MAX))
+    return number
+
+
+def _weight(value, name, problems):
+    """A PriorityWeight* value: None (key left out) or a whole number from 0 to 4294967295."""
+    if value is None:
+        return None
+    number = _whole(value, 0, WEIGHT_MAX)
+    if number is None:
+        problems.items.append("%s is %r: use a whole number from 0 to %d" % (name, value, WEIGHT_MAX))
+    return number
+
+
+def _interval(value, name, problems, minutes=False):
+    """PriorityCalcPeriod (``minutes``: whole minutes, at least 1) or PriorityDecayHalfLife (a Slurm time, 0 allowed):
+    from a duration ('1m', '7d', '7-00:00:00'); None: the key is left out."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, name)
+    except ValueError as exc:
+        problems.items.append(str(exc))
+        return None
+    if seconds % 60:
+        problems.items.append("%s is %r: Slurm counts it in whole minutes" % (name, value))
+        return None
+    if minutes:
+        if seconds == 0:
+            problems.items.append("%s is %r: slurmctld recalculates priorities at least every minute" % (name, value))
+            return None
+        return seconds // 60
+    return format_time(seconds) if seconds else 0
+
+
+def parse_factor(value, where):
+    """The off-peak factor: 0 < f <= 1, in steps of 1/BILLING_PER_GPU; returns (factor, billing weight per GPU)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("%s is %r: give a number above 0 and at most 1 (0.5: off-peak GPU-hours count half)"
+                         % (where, value))
+    try:
+        factor = float(value)
+    except ValueError:
+        raise ValueError("%s is %r: give a number above 0 and at most 1 (0.5: off-peak GPU-hours count half)"
+                         % (where, value))
+    if math.isnan(factor) or factor <= 0 or factor > 1:
+        raise ValueError("%s is %r: the off-peak factor is above 0 and at most 1 (a factor above 1 would make the "
+                         "quiet hours dearer, 0 or less would leave off-peak work outside every budget)"
+                         % (where, value))
+    weight = factor * BILLING_PER_GPU
+    if abs(weight - round(weight)) > 1e-6:
+        raise ValueError("%s is %r: give the factor in steps of %s (Slurm bills whole units)"
+                         % (where, value, 1.0 / BILLING_PER_GPU))
+    return factor, int(round(weight))
+
+
+def _offpeak(spec, var, problems):
+    """The off-peak window and factor (None: off), checked; see build()."""
+    if spec is None or spec == {}:
+        return None
+    if not isinstance(spec, dict):
+        problems.items.append("%s is %r: give {factor, open, close} (or leave it empty for no off-peak pricing)"
+                              % (var, spec))
+        return None
+    for key in sorted(set(spec) - set(OFFPEAK_KEYS)):
+        problems.items.append("%s has unknown key '%s'%s" % (var, key, did_you_mean(key, OFFPEAK_KEYS)))
+    factor = problems.run(parse_factor, spec.get("factor"), var + ".factor") or (None, None)
+    result = {"factor": factor[0], "billing_per_gpu": factor[1]}
+    for key in ("open", "close"):
+        value = spec.get(key)
+        if not isinstance(value, str) or not value.strip() or not TEXT_RE.match(value):
+            problems.items.append("%s.%s is %r: give a systemd OnCalendar time (such as 'Mon..Fri *-*-* 20:00:00'); "
+                                  "without it the off-peak window never %ss" % (var, key, value, key))
+            value = None
+        result[key] = value.strip() if value else value
+    if result["open"] and result["open"] == result["close"]:
+        problems.items.append("%s: open and close are both %r, so the off-peak window never opens"
+                              % (var, result["open"]))
+    for key, default in (("partition", "offpeak"), ("base_partition", None)):
+        value = spec.get(key, default)
+        if value is not None and (not isinstance(value, str) or not PARTITION_RE.match(value)):
+            problems.items.append("%s.%s is %r, which is not a partition name" % (var, key, value))
+            value = None
+        result[key] = value
+    return result
+
+
+def _prices(prices, currency, cluster_types, var, problems, currency_var="team_quota_currency"):
+    """Price per GPU-hour per GPU type ({type: number >= 0}); '' prices untyped GPUs."""
+    if prices is None:
+        prices = {}
+    if not isinstance(prices, dict):
+        problems.items.append("%s is %r: give {GPU type: price per GPU-hour}" % (var, prices))
+        return {}
+    checked = {}
+    for gpu in sorted(prices, key=str):
+        value = prices[gpu]
+        where = "%s.%s" % (var, gpu)
+        if not isinstance(gpu, str) or (gpu and not GPU_TYPE_RE.match(gpu)):
+            problems.items.append("%s: %r is not a GPU type" % (var, gpu))
+            continue
+        if cluster_types and gpu and gpu not in cluster_types:
+            problems.items.append("%s: '%s' is not one of the cluster's GPU types (%s)%s"
+                                  % (var, gpu, ", ".join(cluster_types), did_you_mean(gpu, cluster_types)))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                value = float(value) if isinstance(value, str) else None
+            except ValueError:
+                value = None
+            if value is None:
+                problems.items.append("%s is %r: give the price of one GPU-hour as a number" % (where, prices[gpu]))
+                continue
+        if math.isnan(value) or value < 0 or value > PRICE_MAX:
+            problems.items.append("%s is %r: a price per GPU-hour is a number from 0 to %d (a negative price is refused)"
+                                  % (where, prices[gpu], PRICE_MAX))
+            continue
+        checked[gpu] = value
+    if not isinstance(currency, str) or not CURRENCY_RE.match(currency):
+        problems.items.append("%s is %r: give a short name such as EUR or USD" % (currency_var, currency))
+    return checked
 
 
 def _preemption(teams, var, problems):
@@ -441,7 +597,7 @@ def check_cluster(teams, cluster_types, cluster, var, types_var, problems, where
     return warnings
 
 
-def _qos(team, cluster_types, reset):
+def _qos(team, cluster_types, reset, billing=False):
     grp_tres = {}
     if team["max_concurrent"] is not None:
         grp_tres["gres/gpu"] = team["max_concurrent"]
@@ -451,7 +607,10 @@ def _qos(team, cluster_types, reset):
                 grp_tres["gres/gpu:%s" % gpu] = 0
     grp_tres_mins = {}
     if team["gpu_minutes"] is not None:
-        grp_tres_mins["gres/gpu"] = team["gpu_minutes"]
+        if billing:
+            grp_tres_mins["billing"] = team["gpu_minutes"] * BILLING_PER_GPU
+        else:
+            grp_tres_mins["gres/gpu"] = team["gpu_minutes"]
     flags = ["DenyOnLimit"]
     if reset == "timer" and team["gpu_minutes"] is not None:
         flags.append("NoDecay")
@@ -472,12 +631,16 @@ def _tres(cluster_types):
     return ["gres/gpu"] + ["gres/gpu:%s" % gpu for gpu in cluster_types]
 
 
-def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounting_tres=True):
+def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounting_tres=True, fair=None):
     conf = {
         "AccountingStorageEnforce": "associations,limits,qos,safe",
         "PriorityType": "priority/multifactor",
         "PriorityWeightQOS": qos_weight,
     }
+    fair = fair or {}
+    for key in ("PriorityWeightFairshare", "PriorityWeightAge", "PriorityCalcPeriod", "PriorityDecayHalfLife"):
+        if fair.get(key) is not None:
+            conf[key] = fair[key]
     if accounting_tres:
         conf["AccountingStorageTRES"] = ",".join(_tres(cluster_types))
     if any(team["preempts"] for team in teams.values()):
@@ -488,8 +651,56 @@ def _slurm_conf(teams, cluster_types, qos_weight, reset, problems, var, accounti
             problems.items.append("%s: the decay reset method resets every association on one cluster-wide period, but "
                                   "the teams use several (%s); use the timer method" % (var, ", ".join(periods)))
         elif periods:
+            if fair.get("PriorityDecayHalfLife") not in (None, 0):
+                problems.items.append("%s: the decay reset method sets PriorityDecayHalfLife=0 (usage is only reset, "
+                                      "never decayed), but the decay half-life is %r: leave it unset with "
+                                      "reset method decay" % (var, fair["PriorityDecayHalfLife"]))
             conf.update({"PriorityDecayHalfLife": 0, "PriorityUsageResetPeriod": RESET_PERIODS[periods[0]]})
     return conf
+
+
+def _billing_partitions(partitions, offpeak, var, problems):
+    """``partitions`` (the slurm_partitions list) with GRES/gpu billing on each, and the off-peak partition added."""
+    if not isinstance(partitions, (list, tuple)) or not all(isinstance(p, dict) and p.get("name") for p in partitions):
+        problems.items.append("the partitions are %r: give the slurm_partitions list ({name, groups, ...})"
+                              % (partitions,))
+        return None
+    own = "GRES/gpu=%d" % BILLING_PER_GPU
+    cheap = "GRES/gpu=%d" % offpeak["billing_per_gpu"]
+
+    def billing(part):
+        return next((str(v) for k, v in (part.get("extra") or {}).items() if str(k).lower() == "tresbillingweights"),
+                    None)
+    # The model's own output given back (slurm_partitions set from it): the same result again.
+    partitions = [p for p in partitions if not (str(p["name"]) == offpeak["partition"] and billing(p) == cheap)]
+    names = [str(p["name"]) for p in partitions]
+    base = offpeak["base_partition"] or next((str(p["name"]) for p in partitions if p.get("default")), None) \
+        or (names[0] if names else None)
+    if base not in names:
+        problems.items.append("%s.base_partition is %r: the off-peak partition copies the nodes of one of the "
+                              "partitions (%s)%s" % (var, base, ", ".join(names) or "none", did_you_mean(base or "", names)))
+        return None
+    if offpeak["partition"] in names:
+        problems.items.append("%s.partition is %r, which slurm_partitions already has: the off-peak partition is "
+                              "added by the team model" % (var, offpeak["partition"]))
+        return None
+    result = []
+    for part in partitions:
+        extra = dict((k, v) for k, v in (part.get("extra") or {}).items()
+                     if not (str(k).lower() == "tresbillingweights" and str(v) == own))
+        if any(str(k).lower() == "tresbillingweights" for k in extra):
+            problems.items.append("partition %s sets TRESBillingWeights itself: with off-peak pricing the team model "
+                                  "sets it on every partition (budgets are counted in billing)" % part["name"])
+        extra["TRESBillingWeights"] = own
+        result.append(dict(part, extra=extra))
+    copy = dict(partitions[names.index(base)])
+    copy.update({"name": offpeak["partition"], "default": False})
+    extra = dict((k, v) for k, v in (copy.get("extra") or {}).items() if str(k).lower() not in ("state", "default"))
+    # Closed until the timer opens it: a restarted slurmctld never bills at the off-peak rate by mistake.
+    extra.update({"TRESBillingWeights": cheap, "State": "DOWN"})
+    copy["extra"] = extra
+    result.append(copy)
+    return result
 
 
 def kubernetes_limit(team):
@@ -661,12 +872,24 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
 def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos_weight=10000, reset="timer",
           variable="team_quota_teams", flavor_label="gpucluster.ops/gpu-type", cohort="gpucluster",
           accounting_tres=True, cluster=None, gpu_types_variable="team_quota_gpu_types", cluster_name="the cluster",
-          kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes"):
+          kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes", fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT,
+          age_weight=DEFAULT_AGE_WEIGHT,
+          calc_period=None, decay_half_life=None, offpeak=None, partitions=None, prices=None, currency="EUR",
+          offpeak_variable="team_quota_offpeak", prices_variable="team_quota_gpu_prices"):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
 
     With ``cluster`` (see check_cluster) the teams are checked against the cluster's nodes and partitions too, and
     the model has ``warnings``. With ``kubernetes_cluster`` (the same shape, of the Kubernetes GPU nodes) the
     Kubernetes objects get the Cohort's GPUs and the teams are checked against them (see _kubernetes). Raises ``TeamQuotaError`` listing every problem.
+
+    Fair share: ``fairshare_weight``, ``age_weight``, ``calc_period`` and ``decay_half_life`` become
+    PriorityWeightFairshare, PriorityWeightAge, PriorityCalcPeriod and PriorityDecayHalfLife (None: left out); each
+    team's ``shares`` (default DEFAULT_SHARES) is its account's Fairshare=.
+    Off-peak pricing (``offpeak``: {factor, open, close, partition, base_partition}): budgets are counted in billing
+    (GrpTRESMins=billing=GPU-minutes x BILLING_PER_GPU), every partition of ``partitions`` bills BILLING_PER_GPU per
+    GPU and an off-peak partition on the nodes of ``base_partition`` bills factor x that; the model's
+    ``slurm_partitions`` is that list (for the slurm role) and ``offpeak`` the window for the timers.
+    ``prices``: price of a GPU-hour per GPU type (``currency``), for the usage report's cost.
     """
     problems = _Problems()
     if teams is None:
@@ -678,6 +901,14 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
         problems.items.append("reset method is %r: use %s" % (reset, " or ".join(RESET_METHODS)))
     if not _is_int(qos_weight) or qos_weight < 0:
         problems.items.append("PriorityWeightQOS is %r: use a non-negative whole number" % (qos_weight,))
+    fair = {"PriorityWeightFairshare": _weight(fairshare_weight, "team_quota_priority_weight_fairshare "
+                                                                 "(PriorityWeightFairshare)", problems),
+            "PriorityWeightAge": _weight(age_weight, "team_quota_priority_weight_age (PriorityWeightAge)", problems),
+            "PriorityCalcPeriod": _interval(calc_period, "team_quota_priority_calc_period (PriorityCalcPeriod)",
+                                            problems, minutes=True),
+            "PriorityDecayHalfLife": _interval(decay_half_life, "team_quota_priority_decay_half_life "
+                                                                "(PriorityDecayHalfLife)", problems)}
+    window = _offpeak(offpeak, offpeak_variable, problems)
     normal = {}
     for name in sorted(teams, key=str):
         team = _team(name, teams[name], levels, default_priority, variable, problems)
@@ -686,7 +917,11 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     _preemption(normal, variable, problems)
     users = _users(normal, variable, problems)
     cluster_types = _gpu_types(normal, gpu_types, problems, variable)
-    conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres)
+    conf = _slurm_conf(normal, cluster_types, qos_weight, reset, problems, variable, accounting_tres, fair)
+    price_list = _prices(prices, currency, cluster_types, prices_variable, problems)
+    slurm_partitions = None
+    if window is not None and partitions is not None and window["billing_per_gpu"] is not None:
+        slurm_partitions = _billing_partitions(partitions, window, offpeak_variable, problems)
     warnings = []
     if cluster is not None:
         warnings = check_cluster(normal, cluster_types, cluster, variable, gpu_types_variable, problems, cluster_name)
@@ -695,6 +930,10 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     if problems.items:
         raise TeamQuotaError(problems.items)
     ordered = [normal[name] for name in sorted(normal)]
+    for team in ordered:
+        # What the QOS counts the budget in, and how many of those units one GPU-minute at the full rate is.
+        team["budget_tres"] = "billing" if window is not None else "gres/gpu"
+        team["budget_units_per_gpu_minute"] = BILLING_PER_GPU if window is not None else 1
     reset_groups = {}
     if reset == "timer":
         for team in ordered:
@@ -704,9 +943,10 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
         "teams": ordered,
         "users": users,
         "slurm": {
-            "qos": [_qos(team, cluster_types, reset) for team in ordered],
+            "qos": [_qos(team, cluster_types, reset, window is not None) for team in ordered],
             "accounts": [{"name": t["name"], "description": t["description"], "organization": ORGANIZATION,
-                          "parent": "root", "qos": [t["name"]], "default_qos": t["name"]} for t in ordered],
+                          "parent": "root", "qos": [t["name"]], "default_qos": t["name"], "fairshare": t["shares"]}
+                         for t in ordered],
             "users": [{"name": u["name"], "default_account": u["default_account"],
                        "associations": u["associations"]} for u in users],
         },
@@ -715,4 +955,8 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
         "reset": reset_groups,
         "kubernetes": kubernetes,
         "warnings": warnings,
+        "offpeak": window,
+        "slurm_partitions": slurm_partitions,
+        "prices": price_list,
+        "currency": currency,
     }

@@ -11,12 +11,21 @@ Standard library only. Sources, in order of authority:
   jobs run.
 - ``sreport -n -P -t minutes cluster AccountUtilizationByUser -T gres/gpu``: GPU-minutes per account and user from
   the accounting database, for the per-member breakdown. slurmdbd rolls usage up once an hour, so the most recent
-  hour is missing there.
+  hour is missing there. With ``-T gres/gpu,gres/gpu:TYPE,...`` it gives the GPU-minutes of each GPU type too, which
+  the cost is computed from: GPU-hours of each type x its price per GPU-hour. Usage that could not be read, or GPUs of
+  a type without a price, make the cost unknown (None), never 0.
+
+With off-peak pricing (the team model's ``budget_tres`` is ``billing``) the QOS counts the budget in billing minutes,
+``budget_units_per_gpu_minute`` per GPU-minute at the full rate: the used budget is billing / that, in GPU-hours at
+the full rate (an off-peak GPU-hour counts factor x 1), while the accounted GPU-hours (sreport) are real GPU-hours.
 """
 
 from __future__ import absolute_import, division, print_function
 
+import csv
 import datetime
+import io
+import json
 import os
 import re
 
@@ -72,8 +81,9 @@ def parse_assoc_mgr_qos(text):
     return result
 
 
-def parse_sreport_users(text):
-    """``sreport -n -P ... format=Accounts,Login,TresName,Used`` -> ``{account: {user: minutes}}`` (user '' = total)."""
+def parse_sreport_tres(text):
+    """``sreport -n -P ... format=Accounts,Login,TresName,Used`` -> ``{account: {user: {tres: minutes}}}`` (user ''
+    = the account's total; a line without a TRES name is gres/gpu)."""
     result = {}
     for line in text.splitlines():
         if not line.strip():
@@ -81,15 +91,67 @@ def parse_sreport_users(text):
         cells = [c.strip() for c in line.split("|")]
         if len(cells) < 4:
             raise UsageError("cannot read the sreport line %r" % line)
-        account, login, tres, used = cells[0], cells[1], cells[2], cells[-1]
-        if tres and tres != "gres/gpu":
-            continue
+        account, login, tres, used = cells[0], cells[1], cells[2] or "gres/gpu", cells[-1]
         try:
             minutes = int(used)
         except ValueError:
             raise UsageError("sreport: used is %r in %r" % (used, line))
-        result.setdefault(account, {})[login] = minutes
+        result.setdefault(account, {}).setdefault(login, {})[tres] = minutes
     return result
+
+
+def parse_sreport_users(text):
+    """``sreport -n -P ... format=Accounts,Login,TresName,Used`` -> ``{account: {user: minutes}}`` (user '' = total)."""
+    result = {}
+    for account, logins in parse_sreport_tres(text).items():
+        for login, tres in logins.items():
+            if "gres/gpu" in tres:
+                result.setdefault(account, {})[login] = tres["gres/gpu"]
+    return result
+
+
+def sreport_tres(gpu_types=()):
+    """The TRES the usage report asks sreport for: all GPUs, and each GPU type (for the cost)."""
+    return ",".join(["gres/gpu"] + ["gres/gpu:%s" % gpu for gpu in sorted(set(gpu_types)) if gpu])
+
+
+def sreport_argv(sreport, start, accounts, gpu_types=()):
+    """The sreport command of the usage report (slurm_team_usage and gpu-job quota): GPU-minutes per account, user
+    and TRES since ``start`` (a datetime)."""
+    return [sreport, "-n", "-P", "-t", "minutes", "cluster", "AccountUtilizationByUser",
+            "start=" + start.strftime("%Y-%m-%dT%H:%M:%S"), "end=now", "-T", sreport_tres(gpu_types),
+            "accounts=" + ",".join(accounts), "format=Accounts,Login,TresName,Used"]
+
+
+def gpu_hours_by_type(tres_minutes):
+    """``{tres: minutes}`` of an account -> (all GPU-hours, {GPU type: GPU-hours}, ''  holding GPUs of no listed type)."""
+    total = tres_minutes.get("gres/gpu", 0)
+    typed = dict((tres[len("gres/gpu:"):], minutes) for tres, minutes in tres_minutes.items()
+                 if tres.startswith("gres/gpu:"))
+    rest = total - sum(typed.values())
+    if rest > 0:
+        typed[""] = rest
+    return _hours(total), dict((gpu, _hours(minutes)) for gpu, minutes in typed.items() if minutes)
+
+
+def cost_of(tres_minutes, prices):
+    """(cost, why unknown): GPU-hours of each type x its price; None with the reason when usage or a price is unknown."""
+    if tres_minutes is None:
+        return None, "usage not read from slurmdbd"
+    if not prices:
+        return None, "no prices in inventory"
+    total = tres_minutes.get("gres/gpu", 0)
+    typed = dict((tres[len("gres/gpu:"):], minutes) for tres, minutes in tres_minutes.items()
+                 if tres.startswith("gres/gpu:"))
+    rest = total - sum(typed.values())
+    if rest < 0:
+        return None, "slurmdbd counts more typed GPU-minutes (%d) than GPU-minutes (%d)" % (sum(typed.values()), total)
+    if rest:
+        typed[""] = rest
+    missing = sorted(gpu or "untyped" for gpu, minutes in typed.items() if minutes and gpu not in prices)
+    if missing:
+        return None, "no price for GPU type %s" % ", ".join(missing)
+    return round(sum(minutes / 60.0 * prices[gpu] for gpu, minutes in typed.items() if minutes), 2), None
 
 
 def period_start(period, now):
@@ -128,8 +190,13 @@ def _hours(minutes):
     return None if minutes is None else round(minutes / 60.0, 2)
 
 
-def team_report(teams, qos_usage, sreport_usage=None, since=None):
-    """One entry per team: budget, used and remaining GPU-hours, GPUs in use, per-member GPU-hours."""
+def team_report(teams, qos_usage, sreport_usage=None, since=None, tres_usage=None, prices=None, currency=None):
+    """One entry per team: budget, used and remaining GPU-hours, GPUs in use, per-member GPU-hours.
+
+    With ``tres_usage`` (``{account: {tres: minutes}}`` from parse_sreport_tres, the account totals) each entry has
+    the accounted GPU-hours (all and per GPU type) and, with ``prices``, their cost; a team missing from
+    ``tres_usage`` (not read) has them None. ``prices`` set means cost columns, even where the cost is unknown.
+    """
     report = []
     for team in teams:
         name = team["name"]
@@ -138,8 +205,19 @@ def team_report(teams, qos_usage, sreport_usage=None, since=None):
                  "budget_gpu_hours": team.get("gpu_hours"), "max_concurrent": team.get("max_concurrent"),
                  "used_gpu_hours": None, "remaining_gpu_hours": None, "used_percent": None, "gpus_in_use": None,
                  "limit_in_slurm": None, "members": [], "found": qos is not None}
+        if tres_usage is not None or prices:
+            minutes = None if tres_usage is None else tres_usage.get(name)
+            hours, by_type = gpu_hours_by_type(minutes) if minutes is not None else (None, None)
+            cost, unknown = cost_of(minutes, prices)
+            entry.update({"accounted_gpu_hours": hours, "gpu_hours_by_type": by_type, "cost": cost,
+                          "cost_unknown_because": unknown, "currency": currency})
+        budget_tres = team.get("budget_tres") or "gres/gpu"
+        units = team.get("budget_units_per_gpu_minute") or 1
         if qos is not None:
-            limit_minutes, used_minutes = qos["grp_tres_mins"].get("gres/gpu", (None, 0))
+            limit_minutes, used_minutes = qos["grp_tres_mins"].get(budget_tres, (None, 0))
+            if units != 1:
+                limit_minutes = None if limit_minutes is None else limit_minutes // units
+                used_minutes = used_minutes / float(units)
             entry["used_gpu_hours"] = _hours(used_minutes)
             entry["limit_in_slurm"] = {"gpu_minutes": limit_minutes,
                                        "max_concurrent": qos["grp_tres"].get("gres/gpu", (None, 0))[0]}
@@ -161,15 +239,27 @@ def _cell(value, suffix=""):
     return "%s%s" % (value, suffix)
 
 
+def _priced(report):
+    return any("cost" in entry for entry in report)
+
+
 def render_table(report):
     """The report as a fixed-width text table, one line per team, then one per member."""
     header = ("team", "period", "budget GPU-h", "used GPU-h", "used %", "left GPU-h", "GPUs now")
+    priced = _priced(report)
+    if priced:
+        currency = next((e.get("currency") for e in report if e.get("currency")), "") or ""
+        header = header + ("GPU-h since", ("cost %s" % currency).strip())
     rows = [header]
     for entry in report:
-        rows.append((entry["team"], _cell(entry["period"]), _cell(entry["budget_gpu_hours"]),
-                     _cell(entry["used_gpu_hours"]), _cell(entry["used_percent"], "%"),
-                     _cell(entry["remaining_gpu_hours"]),
-                     "%s/%s" % (_cell(entry["gpus_in_use"]), _cell(entry["max_concurrent"]))))
+        row = (entry["team"], _cell(entry["period"]), _cell(entry["budget_gpu_hours"]),
+               _cell(entry["used_gpu_hours"]), _cell(entry["used_percent"], "%"),
+               _cell(entry["remaining_gpu_hours"]),
+               "%s/%s" % (_cell(entry["gpus_in_use"]), _cell(entry["max_concurrent"])))
+        if priced:
+            row = row + (_cell(entry.get("accounted_gpu_hours")),
+                         _cell(None if entry.get("cost") is None else "%.2f" % entry["cost"]))
+        rows.append(row)
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     lines = []
     for position, row in enumerate(rows):
@@ -183,8 +273,35 @@ def render_table(report):
         lines.append("members (GPU-hours accounted by slurmdbd since the period start; the last hour is not rolled up yet)")
         for team, member in members:
             lines.append("  %s/%s: %s" % (team, member["user"], _cell(member["gpu_hours"])))
+    if priced:
+        lines.append("")
+        lines.append("cost: GPU-hours accounted by slurmdbd since the period start (the last hour is not rolled up yet) "
+                     "x the price per GPU-hour of each GPU type")
+        for entry in report:
+            if entry.get("cost") is None:
+                lines.append("  %s: cost unknown (%s)" % (entry["team"], entry.get("cost_unknown_because")))
     missing = [e["team"] for e in report if not e["found"]]
     if missing:
         lines.append("")
         lines.append("no QOS in slurmctld for: %s (run the team_quota role)" % ", ".join(missing))
     return lines
+
+
+CSV_FIELDS = ("team", "period", "since", "budget_gpu_hours", "used_gpu_hours", "remaining_gpu_hours", "used_percent",
+              "gpus_in_use", "max_concurrent", "accounted_gpu_hours", "cost", "currency", "found")
+
+
+def render_csv(report, generated_at=None):
+    """The report as CSV text, one row per team (empty cells: unknown), with ``generated_at`` as a column."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS + ("generated_at",))
+    for entry in report:
+        writer.writerow(["" if entry.get(field) is None else entry.get(field) for field in CSV_FIELDS]
+                        + [generated_at or ""])
+    return out.getvalue()
+
+
+def render_json(report, generated_at=None):
+    """The report as JSON text: ``{generated_at, teams}``."""
+    return json.dumps({"generated_at": generated_at, "teams": report}, indent=2, sort_keys=True)

@@ -60,6 +60,11 @@ options:
       default_qos:
         description: QOS used when a job names none; one of O(accounts[].qos).
         type: str
+      fairshare:
+        description:
+          - The account association's fair-share shares (C(Fairshare=), a whole number from 1); only their ratio
+            between sibling accounts counts. Read back after a change. Left out, not managed.
+        type: int
   users:
     description: Users to manage.
     type: list
@@ -192,6 +197,7 @@ def main():
                 parent=dict(type="str", default="root"),
                 qos=dict(type="list", elements="str"),
                 default_qos=dict(type="str"),
+                fairshare=dict(type="int"),
             )),
             users=dict(type="list", elements="dict", default=[], options=dict(
                 name=dict(type="str", required=True),

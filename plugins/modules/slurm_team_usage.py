@@ -16,7 +16,12 @@ description:
   - Adds each member's GPU-hours from the accounting database (C(sreport cluster AccountUtilizationByUser -T
     gres/gpu)) since the team's last reset (recorded by the reset timer of the team_quota role) or since the start
     of the period. slurmdbd rolls usage up hourly, so the last hour is missing from the member figures.
-  - Returns the report as data and as a text table. Read-only.
+  - With O(prices), adds each team's GPU-hours per GPU type from the accounting database (C(sreport ... -T
+    gres/gpu,gres/gpu:TYPE)) since the same start and their cost (GPU-hours of each type x its price per GPU-hour).
+    Usage that was not read, or GPUs of a type without a price, make the cost unknown (null), never 0.
+  - With off-peak pricing (the team model's C(budget_tres) C(billing)) the budget figures are the QOS's billing
+    minutes in GPU-hours at the full rate (an off-peak GPU-hour counts its factor); the accounted GPU-hours are real.
+  - Returns the report as data, as a text table and as CSV. Read-only.
 options:
   teams:
     description:
@@ -33,6 +38,21 @@ options:
     description: Whether to add per-member GPU-hours from sreport.
     type: bool
     default: true
+  prices:
+    description:
+      - Price of one GPU-hour per GPU type (the C(prices) of the P(gpucluster.ops.team_quotas#filter) filter;
+        the key C('') prices GPUs without a type). Empty - no cost columns.
+    type: dict
+    default: {}
+  currency:
+    description: The currency of O(prices), as the report shows it.
+    type: str
+    default: EUR
+  gpu_types:
+    description: The cluster's GPU types, whose GPU-hours sreport is asked for beside the priced ones.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - gpucluster.ops.attributes.slurm_reader
 notes:
@@ -100,6 +120,22 @@ report:
       description: Each member's GPU-hours from the accounting database (C(user), C(gpu_hours)).
       type: list
       elements: dict
+    accounted_gpu_hours:
+      description: With O(prices), the team's GPU-hours in the accounting database since C(since); null when not read.
+      type: float
+    gpu_hours_by_type:
+      description: With O(prices), those GPU-hours per GPU type (C('') for GPUs of no listed type).
+      type: dict
+    cost:
+      description: With O(prices), the cost of those GPU-hours; null when unknown (see C(cost_unknown_because)).
+      type: float
+      sample: 3702.5
+    cost_unknown_because:
+      description: Why the cost is unknown, or null.
+      type: str
+    currency:
+      description: With O(prices), the currency of C(cost).
+      type: str
     found:
       description: Whether slurmctld has the team's QOS.
       type: bool
@@ -108,6 +144,10 @@ table:
   returned: always
   type: list
   elements: str
+csv:
+  description: The report as CSV text, one row per team (empty cells are unknown).
+  returned: always
+  type: str
 generated_at:
   description: When the counters were read, ISO 8601, local time of the host.
   returned: always
@@ -119,7 +159,8 @@ import datetime
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import (
-    UsageError, last_reset, parse_assoc_mgr_qos, parse_sreport_users, period_start, render_table, team_report)
+    UsageError, last_reset, parse_assoc_mgr_qos, parse_sreport_tres, period_start, render_csv, render_table,
+    sreport_argv, team_report)
 
 
 def main():
@@ -128,6 +169,9 @@ def main():
             teams=dict(type="list", elements="dict", required=True),
             state_dir=dict(type="path", default="/var/lib/gpucluster/team-quota"),
             members=dict(type="bool", default=True),
+            prices=dict(type="dict", default={}),
+            currency=dict(type="str", default="EUR"),
+            gpu_types=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -137,6 +181,11 @@ def main():
             module.fail_json(msg="teams[%d] has no name: give the teams list of the team_quotas filter" % index)
         if team.get("period") not in (None, "month", "week", "day"):
             module.fail_json(msg="teams[%d] (%s): period is %r" % (index, team["name"], team.get("period")))
+    prices = module.params["prices"]
+    for gpu, price in sorted(prices.items()):
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+            module.fail_json(msg="prices.%s is %r: a price per GPU-hour is a number, 0 or more" % (gpu, price))
+    priced = bool(prices)
     environ = {"LC_ALL": "C"}
     now = datetime.datetime.now().replace(microsecond=0)
     scontrol = module.get_bin_path("scontrol", required=True)
@@ -153,29 +202,35 @@ def main():
     for team in teams:
         if team.get("period"):
             since[team["name"]] = last_reset(module.params["state_dir"], team["period"], now)
-    if module.params["members"] and teams:
+    tres_usage = {} if priced else None
+    gpu_types = list(module.params["gpu_types"]) + [gpu for gpu in prices if gpu] if priced else ()
+    if (module.params["members"] or priced) and teams:
         sreport = module.get_bin_path("sreport", required=True)
         by_start = {}
         for team in teams:
             start = since.get(team["name"]) or period_start("month", now)
             by_start.setdefault(start, []).append(team["name"])
         for start, names in sorted(by_start.items()):
-            rc, out, err = module.run_command(
-                [sreport, "-n", "-P", "-t", "minutes", "cluster", "AccountUtilizationByUser",
-                 "start=" + start.strftime("%Y-%m-%dT%H:%M:%S"), "end=now", "-T", "gres/gpu",
-                 "accounts=" + ",".join(names), "format=Accounts,Login,TresName,Used"], environ_update=environ)
+            rc, out, err = module.run_command(sreport_argv(sreport, start, names, gpu_types), environ_update=environ)
             if rc != 0:
                 module.fail_json(msg="sreport failed (rc %d): %s" % (rc, (err or out).strip()))
             try:
-                found = parse_sreport_users(out)
+                found = parse_sreport_tres(out)
             except UsageError as exc:
                 module.fail_json(msg=str(exc))
             for name in names:
-                sreport_usage[name] = found.get(name, {})
+                logins = found.get(name, {})
+                sreport_usage[name] = dict((user, tres["gres/gpu"]) for user, tres in logins.items()
+                                           if "gres/gpu" in tres)
+                if tres_usage is not None:
+                    # sreport ran and printed no line for the account: it used no GPU since the start.
+                    tres_usage[name] = logins.get("", {"gres/gpu": 0})
     report = team_report(teams, qos_usage, sreport_usage,
-                         dict((k, v.strftime("%Y-%m-%dT%H:%M:%S")) for k, v in since.items()))
-    module.exit_json(changed=False, report=report, table=render_table(report),
-                     generated_at=now.strftime("%Y-%m-%dT%H:%M:%S"))
+                         dict((k, v.strftime("%Y-%m-%dT%H:%M:%S")) for k, v in since.items()),
+                         tres_usage=tres_usage, prices=prices, currency=module.params["currency"])
+    generated_at = now.strftime("%Y-%m-%dT%H:%M:%S")
+    module.exit_json(changed=False, report=report, table=render_table(report), csv=render_csv(report, generated_at),
+                     generated_at=generated_at)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ if answer:
 def _env(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for name in ("sbatch", "squeue", "sacct", "scancel", "scontrol"):
+    for name in ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sreport"):
         path = bindir / name
         path.write_text(FAKE % {"python": sys.executable})
         path.chmod(0o755)
@@ -191,6 +191,59 @@ def test_quota_reads_the_qos_counters_as_team_usage_does(env):
     assert lines[3].split() == ["training", "month", "60000", "25.0", "0.0%", "59975.0", "16/64"]
     assert lines[4].startswith("team research: the budget resets ")
     assert lines[5].startswith("team training: the budget resets ") and lines[5].endswith("-01 00:00")
+
+
+def _priced(env, prices):
+    path = os.path.join(env["tmp"], "gpu-job.json")
+    with open(path) as handle:
+        config = json.load(handle)
+    config.update({"prices": prices, "currency": "EUR", "gpu_types": ["a100", "l40s"]})
+    with open(path, "w") as handle:
+        json.dump(config, handle)
+    return dict(env, FAKE_SREPORT=os.path.join(FIXTURES, "sreport_tres.txt"))
+
+
+def test_quota_cost_is_gpu_hours_times_price_per_type(env):
+    env = _priced(env, {"a100": 2.5, "l40s": 1.0})
+    rc, out, err, calls = _run(env, "quota")
+    assert (rc, err) == (0, "")
+    sreports = [c["argv"] for c in calls if c["argv"][0] == "sreport"]
+    assert len(sreports) == 2 and all("gres/gpu,gres/gpu:a100,gres/gpu:l40s" in a for a in sreports)
+    lines = out.splitlines()
+    assert lines[0].split()[-4:] == ["GPU-h", "since", "cost", "EUR"]
+    assert lines[2].split() == ["research", "day", "10", "10.0", "100.0%", "0.0", "0/16", "10.0", "19.00"]  # 6x2.5+4x1
+    assert lines[3].split() == ["training", "month", "60000", "25.0", "0.0%", "59975.0", "16/64", "20.0", "50.00"]
+    rc, out, err, _calls = _run(env, "quota", "--format", "json")
+    data = json.loads(out)
+    costs = dict((t["team"], (t["accounted_gpu_hours"], t["gpu_hours_by_type"], t["cost"])) for t in data["teams"])
+    assert costs == {"research": (10.0, {"a100": 6.0, "l40s": 4.0}, 19.0), "training": (20.0, {"a100": 20.0}, 50.0)}
+    rc, out, err, _calls = _run(env, "quota", "--format", "csv")
+    rows = out.splitlines()
+    assert rows[0].startswith("team,period,since,budget_gpu_hours,used_gpu_hours")
+    assert rows[1].startswith("research,day,") and ",10.0,19.0,EUR,True," in rows[1]
+
+
+def test_quota_cost_without_a_price_for_a_used_type_is_unknown(env):
+    env = _priced(env, {"a100": 2.5})
+    rc, out, err, _calls = _run(env, "quota", "--format", "json")
+    assert (rc, err) == (0, "")
+    teams = dict((t["team"], t) for t in json.loads(out)["teams"])
+    assert teams["research"]["cost"] is None and "no price for GPU type l40s" in teams["research"]["cost_unknown_because"]
+    assert teams["training"]["cost"] == 50.0
+    rc, out, _err, _calls = _run(env, "quota")
+    assert "  research: cost unknown (no price for GPU type l40s)" in out.splitlines()
+    assert out.splitlines()[2].split()[-1] == "-"
+
+
+def test_quota_with_sreport_failing_fails_and_prints_no_cost(env):
+    env = dict(_priced(env, {"a100": 2.5, "l40s": 1.0}), FAKE_SREPORT="rc=1:Problem talking to the database")
+    rc, out, err, _calls = _run(env, "quota")
+    assert rc == 1 and "sreport" in err and "Problem talking to the database" in err and "cost" not in out
+
+
+def test_quota_bad_format_is_a_usage_error(env):
+    rc, _out, err, calls = _run(env, "quota", "--format", "xml")
+    assert rc == 2 and "invalid choice: 'xml'" in err and calls == []
 
 
 def test_queue_says_why_in_plain_words(env):

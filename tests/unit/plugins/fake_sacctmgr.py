@@ -121,7 +121,8 @@ class FakeSacctmgr(object):
         elif entity == "account":
             rows = [dict(a, Account=name) for name, a in sorted(self.accounts.items())]
         elif entity == "assoc":
-            rows = [a for a in self.assocs if "cluster" not in where or a["Cluster"] == where["cluster"]]
+            rows = [dict(a, Fairshare=a.get("Fairshare", "1")) for a in self.assocs
+                    if "cluster" not in where or a["Cluster"] == where["cluster"]]
         elif entity == "user":
             rows = [{"User": u, "DefaultAccount": d} for u, d in sorted(self.users.items())]
         out = "".join("|".join(str(row.get(f, "")) for f in fields) + "\n" for row in rows)
@@ -200,7 +201,7 @@ class FakeSacctmgr(object):
             record["Organization"] = assign["organization"].lower()
         self.assocs.append({"Cluster": cluster, "Account": name, "ParentName": assign.get("parent", "root"),
                             "User": "", "Partition": "", "QOS": assign.get("qos", "normal"),
-                            "DefaultQOS": assign.get("defaultqos", "")})
+                            "DefaultQOS": assign.get("defaultqos", ""), "Fairshare": assign.get("fairshare", "1")})
         return 0, " Adding Account(s)\n", ""
 
     def _modify_account(self, rest):
@@ -215,6 +216,8 @@ class FakeSacctmgr(object):
                 self.accounts[name][key.capitalize()] = value.lower()
             elif key == "parent":
                 assoc["ParentName"] = value
+            elif key == "fairshare":
+                assoc["Fairshare"] = value
             elif key in ("qos", "defaultqos"):
                 if not self._check_qos(value):
                     return 1, "", "sacctmgr: error: You gave a bad qos"

@@ -339,6 +339,19 @@ TEAM_QUOTA_CASES = [
         "team_quota_teams.development.priority is 'urgent': unknown priority",
         "team_quota_teams.development.can_preempt: team development cannot preempt itself",
         "user carol is in teams development, research without a default"]),
+    # issue 22: a negative price, an off-peak factor above 1, an off-peak window that never opens, bad fair share
+    ("fair-share-offpeak-prices", {"team_quota_gpu_prices": {"a100": -1.5, "h100": 2.5},
+                                   "team_quota_offpeak": {"factor": 1.5, "open": "*-*-* 20:00:00",
+                                                          "close": "*-*-* 20:00:00"},
+                                   "team_quota_priority_weight_fairshare": -10,
+                                   "team_quota_teams": dict(TEAM_QUOTA_VARS["team_quota_teams"],
+                                                            research=dict(TEAM_QUOTA_VARS["team_quota_teams"]
+                                                                          ["research"], shares=0))}, [
+        "team_quota_gpu_prices.a100 is -1.5: a price per GPU-hour is a number from 0",
+        "team_quota_offpeak.factor is 1.5: the off-peak factor is above 0 and at most 1",
+        "team_quota_offpeak: open and close are both '*-*-* 20:00:00', so the off-peak window never opens",
+        "team_quota_priority_weight_fairshare (PriorityWeightFairshare) is -10",
+        "team_quota_teams.research.shares is 0"]),
 ]
 
 

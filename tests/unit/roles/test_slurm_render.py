@@ -111,6 +111,41 @@ def test_rendered_files_pass_the_checker_and_scontrol(rendered, tmp_path):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
+def _team_model():
+    from ansible_collections.gpucluster.ops.plugins.module_utils._team_quota_model import build
+    return build({"research": {"gpu_hours": "100/day", "max_concurrent": 4, "shares": 3},
+                  "development": {"gpu_hours": "50/day", "max_concurrent": 2}},
+                 gpu_types=["a100", "h100"], accounting_tres=False, fairshare_weight=10000, age_weight=1000,
+                 calc_period="1m", decay_half_life="7d",
+                 offpeak={"factor": 0.5, "open": "Mon..Fri *-*-* 20:00:00", "close": "Mon..Fri *-*-* 07:00:00"},
+                 partitions=GOOD["slurm_partitions"])
+
+
+@pytest.fixture(scope="module")
+def rendered_fair_share(tmp_path_factory):
+    team = _team_model()
+    extra = dict(GOOD, slurm_conf_extra=team["slurm_conf"], slurm_partitions=team["slurm_partitions"])
+    rc, tasks = _render(tmp_path_factory.mktemp("fair"), extra)
+    assert rc == 0, json.dumps(tasks, indent=1)[-3000:]
+    return tasks[-1]["hosts"]["localhost"]["__slurm_files"]
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_fair_share_and_offpeak_render_and_pass_the_checker(rendered_fair_share, tmp_path, version):
+    keys = _keys(rendered_fair_share["slurm.conf"])
+    assert keys["PriorityWeightFairshare"] == "10000" and keys["PriorityWeightAge"] == "1000"
+    assert keys["PriorityCalcPeriod"] == "1" and keys["PriorityDecayHalfLife"] == "7-00:00:00"
+    assert keys["PriorityWeightQOS"] == "10000" and keys["PriorityType"] == "priority/multifactor"
+    assert [l for l in rendered_fair_share["slurm.conf"].splitlines() if l.startswith("PartitionName=")] == [
+        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00 TRESBillingWeights=GRES/gpu=1000",
+        "PartitionName=research Nodes=gpu[05-06] TRESBillingWeights=GRES/gpu=1000",
+        "PartitionName=offpeak Nodes=gpu[01-06] Default=NO MaxTime=1:00:00 State=DOWN TRESBillingWeights=GRES/gpu=500"]
+    for name, content in rendered_fair_share.items():
+        (tmp_path / name).write_text(content)
+    errors = [p for p in check_config_dir(str(tmp_path), version, ["gres/gpu"]) if p["severity"] == "error"]
+    assert errors == []
+
+
 BAD = [
     ("exclusive-partitions", {"slurm_partitions": [{"name": "a", "groups": ["slurm_compute"], "exclusive_nodes": True},
                                                    {"name": "b", "groups": ["h100"], "exclusive_nodes": True}]}, None,

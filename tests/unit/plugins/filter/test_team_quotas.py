@@ -113,9 +113,9 @@ def test_seed_accounts_and_users():
     result = model.build(SEED)
     assert result["slurm"]["accounts"] == [
         {"name": "development", "description": "team development", "organization": "gpucluster.ops",
-         "parent": "root", "qos": ["development"], "default_qos": "development"},
+         "parent": "root", "qos": ["development"], "default_qos": "development", "fairshare": 1},
         {"name": "research", "description": "team research", "organization": "gpucluster.ops",
-         "parent": "root", "qos": ["research"], "default_qos": "research"}]
+         "parent": "root", "qos": ["research"], "default_qos": "research", "fairshare": 1}]
     users = dict((u["name"], u) for u in result["slurm"]["users"])
     assert users["carol"] == {"name": "carol", "default_account": "research", "associations": [
         {"account": "development", "partition": ""}, {"account": "research", "partition": ""}]}
@@ -128,6 +128,7 @@ def test_seed_slurm_conf_and_reset():
         "AccountingStorageTRES": "gres/gpu,gres/gpu:a100,gres/gpu:h100",
         "AccountingStorageEnforce": "associations,limits,qos,safe",
         "PriorityType": "priority/multifactor", "PriorityWeightQOS": 10000,
+        "PriorityWeightFairshare": 10000, "PriorityWeightAge": 1000,
         "PreemptType": "preempt/qos", "PreemptMode": "REQUEUE", "JobRequeue": 1}
     assert result["reset"] == {"month": ["development", "research"]}
     assert result["tres"] == ["gres/gpu", "gres/gpu:a100", "gres/gpu:h100"]

@@ -86,3 +86,57 @@ def test_report_and_table():
     assert table[4].split() == ["ghost", "-", "-", "-", "-", "-", "-/-"]
     assert "  research/alice: 1.5" in table
     assert table[-1] == "no QOS in slurmctld for: ghost (run the team_quota role)"
+
+
+# -- cost and off-peak billing (issue 22) -----------------------------------------------------------------------------
+
+def test_sreport_tres_keeps_each_gpu_type():
+    found = usage.parse_sreport_tres(fixture("sreport_tres_by_type.txt"))
+    assert found["research"][""] == {"gres/gpu": 90, "gres/gpu:a100": 30, "gres/gpu:h100": 60}
+    assert usage.parse_sreport_users(fixture("sreport_tres_by_type.txt"))["development"] == {
+        "": 600, "bob": 540, "carol": 60}
+    assert usage.sreport_tres(["h100", "a100", "a100", ""]) == "gres/gpu,gres/gpu:a100,gres/gpu:h100"
+
+
+@pytest.mark.parametrize("minutes,prices,cost,why", [
+    ({"gres/gpu": 90, "gres/gpu:a100": 30, "gres/gpu:h100": 60}, {"a100": 1.2, "h100": 2.5}, 3.1, None),
+    ({"gres/gpu": 600, "gres/gpu:a100": 600}, {"a100": 1.2, "h100": 2.5}, 12.0, None),
+    ({"gres/gpu": 0}, {"a100": 1.2}, 0.0, None),                                   # read, and no use: 0
+    ({"gres/gpu": 120}, {"a100": 1.2}, None, "no price for GPU type untyped"),     # GPUs of no listed type
+    ({"gres/gpu": 120}, {"a100": 1.2, "": 0.5}, 1.0, None),                        # '' prices them
+    ({"gres/gpu": 60, "gres/gpu:h100": 60}, {"a100": 1.2}, None, "no price for GPU type h100"),
+    ({"gres/gpu": 10, "gres/gpu:a100": 60}, {"a100": 1.2}, None, "more typed GPU-minutes"),
+    (None, {"a100": 1.2}, None, "usage not read"),                                 # unknown usage: unknown cost
+    ({"gres/gpu": 60}, {}, None, "no prices"),
+])
+def test_cost_is_gpu_hours_times_price_or_unknown(minutes, prices, cost, why):
+    got, reason = usage.cost_of(minutes, prices)
+    assert got == cost
+    assert (reason is None) if why is None else (why in reason)
+
+
+def test_report_with_prices_and_billing_budget():
+    qos = usage.parse_assoc_mgr_qos(fixture("assoc_mgr_qos_22.05.txt"))
+    # An off-peak budget: GrpTRESMins=billing=<GPU-minutes x 1000>; 90 GPU-minutes at the full rate and 60 at 0.5.
+    qos["research"]["grp_tres_mins"]["billing"] = (1200000 * 1000, 90 * 1000 + 60 * 500)
+    teams = [dict(TEAMS[1], budget_tres="billing", budget_units_per_gpu_minute=1000), TEAMS[0]]
+    tres = dict((team, logins[""]) for team, logins in usage.parse_sreport_tres(fixture("sreport_tres_by_type.txt"))
+                .items())
+    report = usage.team_report(teams, qos, {}, {}, tres_usage=tres, prices={"a100": 1.2, "h100": 2.5},
+                               currency="EUR")
+    research, development = report
+    assert research["used_gpu_hours"] == 2.0 and research["limit_in_slurm"]["gpu_minutes"] == 1200000
+    assert research["accounted_gpu_hours"] == 1.5 and research["gpu_hours_by_type"] == {"a100": 0.5, "h100": 1.0}
+    assert research["cost"] == round(0.5 * 1.2 + 1.0 * 2.5, 2) and research["currency"] == "EUR"
+    assert development["cost"] == 12.0 and development["used_gpu_hours"] == 0.0     # gres/gpu budget as before
+    missing = usage.team_report(teams, qos, {}, {}, tres_usage={}, prices={"a100": 1.2})
+    assert missing[0]["cost"] is None and missing[0]["accounted_gpu_hours"] is None   # not read: never 0
+    table = usage.render_table(report)
+    assert table[0].split()[-4:] == ["GPU-h", "since", "cost", "EUR"]
+    assert table[2].split()[-2:] == ["1.5", "3.10"]
+    text = usage.render_csv(report, "2026-11-26T10:00:00").splitlines()
+    assert text[0].split(",")[:3] == ["team", "period", "since"] and text[0].endswith(",generated_at")
+    assert text[1].startswith("research,month,,20000,2.0,") and text[1].endswith(",1.5,3.1,EUR,True,2026-11-26T10:00:00")
+    assert '"cost": 3.1' in usage.render_json(report)
+    plain = usage.render_table(usage.team_report(TEAMS, qos, {}, {}))
+    assert "cost" not in " ".join(plain)                                             # no prices: the table of before

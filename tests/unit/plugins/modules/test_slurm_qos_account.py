@@ -43,6 +43,10 @@ def seed_model(teams=None, **options):
     return build(copy.deepcopy(teams or SEED), gpu_types=["a100", "h100"], **options)
 
 
+def run_account(_fake, accounts, users):
+    return run(slurm_account, {"accounts": accounts, "users": users})
+
+
 def apply_seed(fake, teams=None):
     model = seed_model(teams)
     q = run(slurm_qos, {"qos": model["slurm"]["qos"]})
@@ -214,12 +218,40 @@ def test_qos_duplicates_fail(fake):
 
 # -- slurm_account ---------------------------------------------------------------------------------------------------
 
+def test_account_fairshare_set_read_back_and_idempotent(fake):
+    model, _q, first = apply_seed(fake)
+    assert not first["failed"], first.get("msg")
+    accounts = [dict(a, fairshare=5) if a["name"] == "research" else a for a in model["slurm"]["accounts"]]
+    changed = run_account(fake, accounts=accounts, users=model["slurm"]["users"])
+    assert changed["changed"] and not changed["failed"], changed.get("msg")
+    assert "sacctmgr -i modify account where name=research cluster=lab set Fairshare=5" in changed["commands"]
+    assert changed["accounts"]["research"]["fairshare"] == 5
+    assert changed["accounts"]["development"]["fairshare"] == 1
+    again = run_account(fake, accounts=accounts, users=model["slurm"]["users"])
+    assert not again["changed"] and not again["failed"]
+
+
+def test_account_fairshare_not_stored_fails(fake):
+    model, _q, _first = apply_seed(fake)
+    fake.coerce[("account", "research", "fairshare")] = "1"
+    accounts = [dict(a, fairshare=7) if a["name"] == "research" else a for a in model["slurm"]["accounts"]]
+    result = run_account(fake, accounts=accounts, users=model["slurm"]["users"])
+    assert result["failed"] and "account research: Slurm stored fairshare=1, wanted 7" in result["msg"]
+
+
+@pytest.mark.parametrize("bad", [0, -3, "many", True])
+def test_account_fairshare_bad_value(fake, bad):
+    result = run_account(fake, accounts=[{"name": "research", "fairshare": bad}], users=[])
+    assert result["failed"] and "fairshare" in result["msg"] and str(bad).lower() in result["msg"].lower()
+    assert not any(c for c in fake.calls if "-i" in c)
+
+
 def test_accounts_first_run_then_no_change(fake):
     model, _q, first = apply_seed(fake)
     assert first["changed"] and not first["failed"], first.get("msg")
     assert first["cluster"] == "lab"
     assert "sacctmgr -i add account development cluster=lab 'Description=team development' " \
-           "Organization=gpucluster.ops Parent=root QOS=development DefaultQOS=development" in first["commands"]
+           "Organization=gpucluster.ops Parent=root QOS=development DefaultQOS=development Fairshare=1" in first["commands"]
     assert "sacctmgr -i add user carol account=research cluster=lab defaultaccount=research" in first["commands"]
     assert "sacctmgr -i add user carol account=development cluster=lab" in first["commands"]
     assert first["users"]["carol"] == {"default_account": "research", "associations": [
@@ -383,3 +415,13 @@ def test_cluster_must_be_named_when_there_are_several(fake):
     fake.clusters = ["a", "b"]
     result = run(slurm_account, {"accounts": []})
     assert result["failed"] and "slurmdbd knows 2 clusters (a, b): name one with the cluster option" in result["msg"]
+
+
+def test_offpeak_budget_in_billing_is_stored_and_read_back(fake):
+    offpeak = {"factor": 0.5, "open": "Mon..Fri *-*-* 20:00:00", "close": "Mon..Fri *-*-* 07:00:00"}
+    model = seed_model(offpeak=offpeak)
+    first = run(slurm_qos, {"qos": model["slurm"]["qos"]})
+    assert first["changed"] and not first["failed"], first.get("msg")
+    assert fake.qos["research"]["GrpTRESMins"] == {"billing": str(20000 * 60 * 1000)}
+    again = run(slurm_qos, {"qos": model["slurm"]["qos"]})
+    assert not again["changed"] and not again["failed"]

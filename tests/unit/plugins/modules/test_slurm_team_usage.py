@@ -132,3 +132,23 @@ def test_an_unreadable_reset_record_counts_from_the_period_start(tmp_path):
     since = datetime.datetime.strptime(result["report"][1]["since"], "%Y-%m-%dT%H:%M:%S")
     now = datetime.datetime.strptime(result["generated_at"], "%Y-%m-%dT%H:%M:%S")
     assert since.weekday() == 0 and since.time() == datetime.time(0) and 0 <= (now - since).days < 7
+
+
+def test_prices_add_cost_from_sreport_per_gpu_type(tmp_path):
+    slurm = FakeSlurm(sreport=(0, fixture("sreport_tres_by_type.txt"), ""))
+    result = run_module(slurm_team_usage, {"teams": TEAMS, "state_dir": str(tmp_path), "members": False,
+                                           "prices": {"a100": 1.2, "h100": 2.5}, "currency": "USD",
+                                           "gpu_types": ["a100", "h100"]}, run_command=slurm)
+    assert result["failed"] is False, result.get("msg")
+    assert all("gres/gpu,gres/gpu:a100,gres/gpu:h100" in call for call in slurm.calls[1:])
+    by_team = dict((e["team"], e) for e in result["report"])
+    assert by_team["development"]["cost"] == 10 * 1.2                  # 600 GPU-minutes of a100 = 10 GPU-hours
+    assert by_team["research"]["cost"] == round(0.5 * 1.2 + 1.0 * 2.5, 2)
+    assert by_team["research"]["currency"] == "USD"
+    assert result["csv"].splitlines()[0].startswith("team,period,since,")
+    assert len(result["csv"].splitlines()) == 3
+
+
+def test_a_negative_price_fails_before_any_command():
+    result = run_module(slurm_team_usage, {"teams": TEAMS, "prices": {"a100": -1}})
+    assert result["failed"] and result["msg"] == "prices.a100 is -1: a price per GPU-hour is a number, 0 or more"
