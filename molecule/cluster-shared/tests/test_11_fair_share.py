@@ -24,6 +24,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.release("debian13")
+
 FACTOR = 0.5
 PRICES = {"a100": 2.0, "h100": 3.0}
 OFFPEAK = {"factor": FACTOR, "open": "Mon..Fri *-*-* 20:00:00", "close": "Mon..Fri *-*-* 07:00:00",
