@@ -30,9 +30,10 @@ elif sys.argv[1] == "create":
     name = [a for a in sys.argv if a.startswith("reservationname=")][0].split("=", 1)[1]
     start = [a for a in sys.argv if a.startswith("starttime=")][0].split("=", 1)[1]
     end = start[:11] + "23:59:59"
+    count = [a for a in sys.argv if a.startswith("nodecnt=")][0].split("=", 1)[1]
     with open(os.environ["FAKE_SHOWN"], "a") as shown:
-        shown.write("ReservationName=%%s StartTime=%%s EndTime=%%s Duration=01:00:00 Nodes=dgx01 NodeCnt=1 "
-                    "PartitionName=a100 Flags= Users=(null) Accounts=training State=INACTIVE\n" %% (name, start, end))
+        shown.write("ReservationName=%%s StartTime=%%s EndTime=%%s Duration=01:00:00 Nodes=dgx01 NodeCnt=%%s "
+                    "PartitionName=a100 Flags= Users=(null) Accounts=training State=INACTIVE\n" %% (name, start, end, count))
 '''
 # sudo -n PROGRAM ARGS...: run it (unprivileged here, so gpu-reserve takes --config from the test).
 FAKE_SUDO = r'''#!/bin/sh
