@@ -12,7 +12,7 @@ author: gpucluster.ops developers (@gpucluster)
 description:
   - Checks every entry of the slurm role's C(slurm_reservations) as the M(gpucluster.ops.slurm_reservation) module
     does and returns its options per entry; fails naming the entry, the key and the value.
-  - C(gpus) becomes whole nodes of the entry's C(partition) (C(node_count)): the partition's nodes must have the
+  - C(gpus) becomes whole nodes of the entry's C(partition) (C(node_count)); the partition's nodes must have the
     same number of GPUs.
   - Every name must start with O(prefix), which marks the reservations the inventory owns.
 positional: cluster, prefix

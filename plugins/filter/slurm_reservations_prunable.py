@@ -13,7 +13,7 @@ description:
   - Reads C(scontrol show reservation -o) as the M(gpucluster.ops.slurm_reservation) module does and returns the
     names that start with O(prefix) (the inventory's mark), are not in O(declared) and are not maintenance (C(MAINT))
     reservations. Bookings (C(book-)) and maintenance reservations are never in it.
-  - Fails on output it cannot read: nothing is deleted on a guess.
+  - Fails on output it cannot read; nothing is deleted on a guess.
 positional: declared, prefix
 options:
   _input:

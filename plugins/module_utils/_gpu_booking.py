@@ -220,8 +220,8 @@ def listing(config, reservations):
                         item["partition"] or "-", item["state"]))
     for item in reservations:
         if "MAINT" in item["flags"]:
-            lines.append("maintenance %s  %s to %s  nodes %s" % (item["name"], item["start_time"], item["end_time"],
-                                                                  item["nodes"] or "-"))
+            lines.append("maintenance %s  %s to %s  nodes %s"
+                         % (item["name"], item["start_time"], item["end_time"], item["nodes"] or "-"))
     for window in booking["maintenance_windows"]:
         lines.append("maintenance window  %s to %s  %s" % (window["start"], window["end"], window["reason"]))
     return lines or ["no bookings"]

@@ -432,8 +432,8 @@ def inventory_specs(entries, cluster, prefix, now, variable="slurm_reservations"
         where = "%s[name=%s]" % (variable, entry.get("name"))
         unknown = sorted(str(k) for k in entry if k not in INVENTORY_KEYS)
         if unknown:
-            raise SpecError("%s: unknown key(s) %s (the keys are %s)" % (where, ", ".join(unknown),
-                                                                          ", ".join(INVENTORY_KEYS)))
+            raise SpecError("%s: unknown key(s) %s (the keys are %s)"
+                            % (where, ", ".join(unknown), ", ".join(INVENTORY_KEYS)))
         name = entry.get("name")
         if not isinstance(name, str) or not name.startswith(prefix):
             raise SpecError("%s: the name must start with %r (slurm_reservations_prefix), which marks the "
