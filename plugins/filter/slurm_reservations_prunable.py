@@ -20,14 +20,14 @@ options:
     description: The output of C(scontrol show reservation -o).
     type: str
     required: true
+  prefix:
+    description: The mark of the reservations the inventory owns (C(slurm_reservations_prefix)); others are kept.
+    type: str
+    required: true
   declared:
     description: The names the inventory declares.
     type: list
     elements: str
-    required: true
-  prefix:
-    description: The name prefix of the inventory's reservations (C(slurm_reservations_prefix)).
-    type: str
     required: true
 """
 

@@ -24,7 +24,7 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values impor
 
 __metaclass__ = type
 
-PREFIX = "book-"
+PREFIX = resv.BOOKING_PREFIX
 KEYS = ("partition", "max_gpus", "max_duration", "max_ahead", "max_share", "teams", "maintenance_windows")
 TIME = resv.SLURM_TIME_FORMAT
 

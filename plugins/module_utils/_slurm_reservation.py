@@ -411,6 +411,8 @@ def plan(current, want, now):
 
 # ---- reservations declared in inventory (the slurm role's slurm_reservations) -------------------------------------
 
+# The names of gpu-job's bookings (bin/gpu-reserve): never the inventory's, so never pruned.
+BOOKING_PREFIX = "book-"
 INVENTORY_KEYS = ("name", "start_time", "duration", "end_time", "nodes", "node_count", "gpus", "partition", "flags",
                   "users", "accounts")
 
@@ -422,6 +424,9 @@ def inventory_specs(entries, cluster, prefix, now, variable="slurm_reservations"
     entry's partition (whose nodes must have the same number of GPUs). Every name starts with ``prefix``, which marks
     the reservations the inventory owns (the prune deletes only those).
     """
+    if not isinstance(prefix, str) or not prefix or BOOKING_PREFIX.startswith(prefix[:len(BOOKING_PREFIX)]):
+        raise SpecError("slurm_reservations_prefix is %r: it must not overlap %r, the names of gpu-job's bookings"
+                        % (prefix, BOOKING_PREFIX))
     if not isinstance(entries, list):
         raise SpecError("%s is %r: a list of reservations" % (variable, entries))
     out, names = [], []
@@ -474,4 +479,5 @@ def prunable(text, declared, prefix):
     """The reservations of ``scontrol show reservation -o`` the inventory owned and dropped: named with ``prefix``,
     not in ``declared``, and never a maintenance (MAINT) reservation."""
     return sorted(r["name"] for r in parse_reservations(text)
-                  if r["name"].startswith(prefix) and r["name"] not in declared and "MAINT" not in r["flags"])
+                  if r["name"].startswith(prefix) and r["name"] not in declared and "MAINT" not in r["flags"]
+                  and not r["name"].startswith(BOOKING_PREFIX))

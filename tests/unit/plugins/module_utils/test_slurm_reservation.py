@@ -255,3 +255,10 @@ def test_the_prune_takes_only_dropped_inventory_reservations_never_maintenance()
     text = SLURM_2205.replace("maint-a", "inv-maint").replace("book-b", "inv-old") + SLURM_2411.replace(
         "maint-a", "maint-z").replace("future-c", "inv-kept")
     assert resv.prunable(text, ["inv-kept"], "inv-") == ["inv-old"]
+
+
+@pytest.mark.parametrize("prefix", ["book-", "bo", "book-x", ""])
+def test_the_inventory_prefix_never_covers_the_bookings(prefix):
+    with pytest.raises(SpecError) as error:
+        resv.inventory_specs([], CLUSTER, prefix, NOW)
+    assert "slurm_reservations_prefix is %r" % prefix in str(error.value)
