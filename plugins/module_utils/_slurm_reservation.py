@@ -38,6 +38,9 @@ KNOWN_FLAGS = frozenset((
 # Flags Slurm sets itself (SPEC_NODES: the nodes were named) and IGNORE_JOBS, which only applies while Slurm places
 # the reservation: neither is compared.
 NOT_COMPARED = frozenset(("SPEC_NODES", "IGNORE_JOBS"))
+# Recurring reservations: Slurm moves their start forward by one period each time one ends (the smallest period of
+# the flags: WEEKDAY and WEEKEND skip days, so a day).
+RECURRING = {"HOURLY": 3600, "DAILY": 86400, "WEEKDAY": 86400, "WEEKEND": 86400, "WEEKLY": 7 * 86400}
 _NULL = ("", "(null)", "(NULL)")
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
@@ -254,17 +257,31 @@ def started(current, now):
     return current["state"] == "ACTIVE" or current["start_time"] <= now_text(now)
 
 
+def recurred(current, want):
+    """Whether a recurring reservation's start is the wanted one moved on by whole periods, as Slurm moves it."""
+    periods = [RECURRING[f] for f in (want["flags"] or current["flags"]) if f in RECURRING]
+    if not periods or want["start_time"] == "now":
+        return False
+    shown = datetime.datetime.strptime(current["start_time"], SLURM_TIME_FORMAT)
+    wanted = datetime.datetime.strptime(want["start_time"], SLURM_TIME_FORMAT)
+    later = (shown - wanted).total_seconds()
+    return later > 0 and later % min(periods) == 0
+
+
 def differences(current, want, now):
-    """The wanted fields (names of the read-back) that differ in the read reservation ``current``."""
+    """The wanted fields (names of the read-back) that differ in the read reservation ``current``.
+
+    A recurring reservation (flags DAILY, WEEKDAY, ...) whose start Slurm moved on by whole periods keeps its start.
+    """
     differ = []
     if want["start_time"] == "now":
         if not started(current, now):
             differ.append("start_time")
-    elif current["start_time"] != want["start_time"]:
+    elif current["start_time"] != want["start_time"] and not recurred(current, want):
         differ.append("start_time")
     if want["duration_s"] is not None and current["duration_s"] != want["duration_s"]:
         differ.append("duration_s")
-    if want["end_time"] is not None and current["end_time"] != want["end_time"]:
+    if want["end_time"] is not None and current["end_time"] != want["end_time"] and not recurred(current, want):
         differ.append("end_time")
     if want["node_list"] is not None and set(current["node_list"]) != set(want["node_list"]):
         differ.append("nodes")
@@ -390,3 +407,77 @@ def plan(current, want, now):
     if not differ:
         return "none", None, current, []
     return "updated", ["update"] + update_args(current, want, differ), predict(current, want, now), differ
+
+
+# ---- reservations declared in inventory (the slurm role's slurm_reservations) -------------------------------------
+
+# The names of gpu-job's bookings (bin/gpu-reserve): never the inventory's, so never pruned.
+BOOKING_PREFIX = "book-"
+INVENTORY_KEYS = ("name", "start_time", "duration", "end_time", "nodes", "node_count", "gpus", "partition", "flags",
+                  "users", "accounts")
+
+
+def inventory_specs(entries, cluster, prefix, now, variable="slurm_reservations"):
+    """``slurm_reservations`` -> the slurm_reservation module's options per entry; raises SpecError naming the entry.
+
+    ``cluster`` is the slurm_cluster_gpus filter's result (with partitions): ``gpus`` becomes whole nodes of the
+    entry's partition (whose nodes must have the same number of GPUs). Every name starts with ``prefix``, which marks
+    the reservations the inventory owns (the prune deletes only those).
+    """
+    if not isinstance(prefix, str) or not prefix or BOOKING_PREFIX.startswith(prefix[:len(BOOKING_PREFIX)]):
+        raise SpecError("slurm_reservations_prefix is %r: it must not overlap %r, the names of gpu-job's bookings"
+                        % (prefix, BOOKING_PREFIX))
+    if not isinstance(entries, list):
+        raise SpecError("%s is %r: a list of reservations" % (variable, entries))
+    out, names = [], []
+    for index, entry in enumerate(entries):
+        where = "%s[%d]" % (variable, index)
+        if not isinstance(entry, dict):
+            raise SpecError("%s is %r: a mapping with name, start_time, ..." % (where, entry))
+        where = "%s[name=%s]" % (variable, entry.get("name"))
+        unknown = sorted(str(k) for k in entry if k not in INVENTORY_KEYS)
+        if unknown:
+            raise SpecError("%s: unknown key(s) %s (the keys are %s)"
+                            % (where, ", ".join(unknown), ", ".join(INVENTORY_KEYS)))
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.startswith(prefix):
+            raise SpecError("%s: the name must start with %r (slurm_reservations_prefix), which marks the "
+                            "reservations the inventory owns" % (where, prefix))
+        if name in names:
+            raise SpecError("%s: the name is declared twice" % where)
+        names.append(name)
+        params = dict((k, entry.get(k)) for k in INVENTORY_KEYS if k != "gpus")
+        params.update(state="present", start_time=entry.get("start_time", "now"))
+        if entry.get("gpus") is not None:
+            params["node_count"] = _gpu_nodes(entry, cluster, where)
+            if entry.get("nodes") is not None or entry.get("node_count") is not None:
+                raise SpecError("%s: give one of nodes, node_count and gpus" % where)
+        try:
+            check_spec(params, now)
+        except SpecError as error:
+            raise SpecError("%s: %s" % (where, error))
+        out.append(params)
+    return out
+
+
+def _gpu_nodes(entry, cluster, where):
+    gpus, partition = entry["gpus"], entry.get("partition")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise SpecError("%s: gpus is %r: a whole number, 1 or more" % (where, gpus))
+    members = (cluster.get("partitions") or {}).get(partition)
+    if not members:
+        raise SpecError("%s: gpus needs partition, a partition with nodes (partition is %r)" % (where, partition))
+    sizes = sorted(set(sum((cluster["nodes"].get(n) or {}).values()) for n in members))
+    if len(sizes) != 1 or not sizes[0]:
+        raise SpecError("%s: gpus is %d, but the nodes of partition %s have %s GPUs: Slurm reserves whole nodes here "
+                        "(no GPU reservations, see the slurm_reservation module), so give node_count or nodes"
+                        % (where, gpus, partition, " or ".join(map(str, sizes))))
+    return -(-gpus // sizes[0])
+
+
+def prunable(text, declared, prefix):
+    """The reservations of ``scontrol show reservation -o`` the inventory owned and dropped: named with ``prefix``,
+    not in ``declared``, and never a maintenance (MAINT) reservation."""
+    return sorted(r["name"] for r in parse_reservations(text)
+                  if r["name"].startswith(prefix) and r["name"] not in declared and "MAINT" not in r["flags"]
+                  and not r["name"].startswith(BOOKING_PREFIX))

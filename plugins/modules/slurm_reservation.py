@@ -19,6 +19,12 @@ description:
   - After a change it reads the reservations again and fails, naming what differs, when Slurm did not take it.
   - Checks every option before running anything and fails naming the option and the value.
   - Times are the controller's local time, as scontrol takes and prints them.
+  - "A recurring reservation (O(flags) with C(hourly), C(daily), C(weekday), C(weekend) or C(weekly)) whose start
+    Slurm moved on by whole periods matches the O(start_time) it was created with, so a later run changes nothing."
+  - "GPUs: Slurm 22.05 refuses GPU (GRES) reservations (C(scontrol create reservation ... tres=gres/gpu=8):
+    C(TRES type 'gres/gpu' not supported with reservations); C(gres=) is an unknown parameter), so this module
+    reserves whole nodes (O(nodes) or O(node_count)); the slurm role's C(slurm_reservations) turns C(gpus) into
+    whole nodes. Slurm 24.11 was not checked for GRES reservations."
 options:
   name:
     description: The reservation's name (letters, digits, C(_), C(.), C(-); at most 64).

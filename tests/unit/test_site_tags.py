@@ -29,6 +29,7 @@ GPU = "GPU nodes"
 KUBERNETES = "Kubernetes"
 SLURM = "Slurm"
 QUOTA = "Team quotas"
+RESERVATIONS = "Slurm reservations"
 USER_TOOLS = "User tools"
 MONITORING = "Monitoring"
 CHECKS = "Checks"
@@ -50,6 +51,8 @@ PARTS = {
     "kubernetes": {KUBERNETES: {"gpu_operator", OWN}},
     "slurm": {SLURM: {"slurm"}, SLURM_STATE: {OWN}},
     "quota": {QUOTA: {"team_quota"}},
+    # The inventory's reservations: the slurm role's entry point reservations (import_role).
+    "reservations": {RESERVATIONS: {"slurm"}},
     "user_tools": {USER_TOOLS: {"user_tools"}},
     "monitoring": {GPU: {"dcgm_exporter", "monitoring"}, MONITORING: {"monitoring"}},
     "checks": {CHECKS: {OWN}, HEALTH_RUN: {OWN}, SLURM_STATE: {OWN}},

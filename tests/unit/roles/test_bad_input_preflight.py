@@ -292,6 +292,19 @@ SLURM_CASES = [
      ["slurm_partitions", "{ctl}", "slurm_compute_typo",
       "host {ctl} (Slurm controller): slurm_partitions cannot be rendered",
       "partition dev: inventory group 'slurm_compute_typo' is not defined"]),
+    # The inventory's reservations (issue 21): every entry is checked before Slurm is touched.
+    ("reservation-name-without-the-prefix", {},
+     {"slurm_reservations": [{"name": "training", "accounts": ["research"], "duration": "1h", "node_count": 1,
+                              "partition": "dev"}]},
+     ["slurm_reservations[name=training]", "{ctl}", "must start with 'inv-'", "host {ctl}: slurm_reservations"]),
+    ("reservation-duration-a-bare-number", {},
+     {"slurm_reservations": [{"name": "inv-day", "accounts": ["research"], "duration": 90, "gpus": 8,
+                              "partition": "dev", "flags": ["daily"]}]},
+     ["slurm_reservations[name=inv-day]", "{ctl}", "duration", "90"]),
+    ("reservation-flag-unknown", {},
+     {"slurm_reservations": [{"name": "inv-day", "accounts": ["research"], "duration": "1h", "gpus": 8,
+                              "partition": "dev", "flags": ["nightly"]}]},
+     ["slurm_reservations[name=inv-day]", "{ctl}", "'nightly' is not a reservation flag"]),
 ]
 
 

@@ -34,6 +34,15 @@ CASES = [
     ("log-dir-spaces", {"user_tools_log_dir": "~/my logs"}, ["user_tools_log_dir (~/my logs)"]),
     ("no-compute-nodes", {"user_tools_compute_group": "nothing_here"},
      ["user_tools_compute_group is 'nothing_here', which is not an inventory group"]),
+    # The booking policy (issue 21): the shared cluster's, one value wrong.
+    ("booking-share-above-one",
+     {"user_tools_booking": {"partition": "dev", "max_gpus": 8, "max_duration": "4h", "max_ahead": "14d",
+                             "max_share": 2}},
+     ["user_tools_booking.max_share is 2"]),
+    ("booking-partition-typo",
+     {"user_tools_booking": {"partition": "devv", "max_gpus": 8, "max_duration": "4h", "max_ahead": "14d",
+                             "max_share": 0.5}},
+     ["user_tools_booking.partition is 'devv': no such partition"]),
 ]
 
 

@@ -208,3 +208,57 @@ def test_node_count_compares_the_count_and_partition():
 def test_delete_and_absent():
     assert resv.plan(current(), None, NOW)[:2] == ("deleted", ["delete", "reservationname=maint-a"])
     assert resv.plan(None, None, NOW)[:2] == ("none", None)
+
+
+# ---- recurring reservations and the inventory's reservations (issue 21) ------------------------------------------
+
+def test_a_daily_reservation_slurm_moved_on_by_whole_days_keeps_its_start():
+    daily = want(start_time="2026-12-01T09:30", flags=["daily"])
+    moved = dict(current(), start_time="2026-12-03T09:30:00", end_time="2026-12-03T13:30:00", flags=["DAILY"])
+    assert resv.differences(moved, daily, NOW) == []
+    assert resv.differences(dict(moved, start_time="2026-12-03T09:31:00"), daily, NOW) == ["start_time"]
+    # Not recurring: the same move is a difference.
+    assert resv.differences(dict(moved, flags=["MAINT"]), want(start_time="2026-12-01T09:30"), NOW) == ["start_time"]
+
+
+CLUSTER = {"nodes": {"gpu01": {"a100": 8}, "gpu02": {"h100": 8}, "l01": {"l40s": 4}},
+           "partitions": {"dev": ["gpu01", "gpu02"], "mixed": ["gpu01", "l01"]}}
+
+
+def test_inventory_gpus_become_whole_nodes_of_the_partition():
+    specs = resv.inventory_specs([{"name": "inv-night", "accounts": ["research"], "start_time": "2030-01-01T20:00",
+                                   "duration": "10h", "gpus": 12, "partition": "dev", "flags": ["daily"]}],
+                                 CLUSTER, "inv-", NOW)
+    assert specs == [dict(params(name="inv-night", accounts=["research"], start_time="2030-01-01T20:00",
+                                 duration="10h", node_count=2, partition="dev", flags=["daily"]))]
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"name": "night", "accounts": ["a"], "duration": "1h", "node_count": 1, "partition": "dev"},
+     "slurm_reservations[name=night]: the name must start with 'inv-'"),
+    ({"name": "inv-x", "accounts": ["a"], "duration": "1h", "gpus": 8, "partition": "mixed"},
+     "the nodes of partition mixed have 4 or 8 GPUs"),
+    ({"name": "inv-x", "accounts": ["a"], "duration": "1h", "gpus": 8, "partition": "dev", "nodes": ["gpu01"]},
+     "give one of nodes, node_count and gpus"),
+    ({"name": "inv-x", "accounts": ["a"], "duration": "1h", "node_count": 1, "partition": "dev", "colour": 1},
+     "unknown key(s) colour"),
+    ({"name": "inv-x", "accounts": ["a"], "duration": 90, "node_count": 1, "partition": "dev"},
+     "slurm_reservations[name=inv-x]: duration"),
+])
+def test_a_bad_inventory_reservation_names_the_entry(entry, message):
+    with pytest.raises(SpecError) as error:
+        resv.inventory_specs([entry], CLUSTER, "inv-", NOW)
+    assert message in str(error.value)
+
+
+def test_the_prune_takes_only_dropped_inventory_reservations_never_maintenance():
+    text = SLURM_2205.replace("maint-a", "inv-maint").replace("book-b", "inv-old") + SLURM_2411.replace(
+        "maint-a", "maint-z").replace("future-c", "inv-kept")
+    assert resv.prunable(text, ["inv-kept"], "inv-") == ["inv-old"]
+
+
+@pytest.mark.parametrize("prefix", ["book-", "bo", "book-x", ""])
+def test_the_inventory_prefix_never_covers_the_bookings(prefix):
+    with pytest.raises(SpecError) as error:
+        resv.inventory_specs([], CLUSTER, prefix, NOW)
+    assert "slurm_reservations_prefix is %r" % prefix in str(error.value)
