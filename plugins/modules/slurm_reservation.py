@@ -24,7 +24,9 @@ description:
   - "GPUs: Slurm 22.05 refuses GPU (GRES) reservations (C(scontrol create reservation ... tres=gres/gpu=8):
     C(TRES type 'gres/gpu' not supported with reservations); C(gres=) is an unknown parameter), so this module
     reserves whole nodes (O(nodes) or O(node_count)); the slurm role's C(slurm_reservations) turns C(gpus) into
-    whole nodes. Slurm 24.11 was not checked for GRES reservations."
+    whole nodes. Slurm 24.11 takes C(tres=gres/gpu=4) (with or without a type, O(nodes) or O(partition)) but
+    reserves the node's every CPU with it (C(TRES=cpu=8,gres/gpu=4) on an 8-CPU node), so the node's other GPUs
+    could not run a job either: whole nodes there too."
 options:
   name:
     description: The reservation's name (letters, digits, C(_), C(.), C(-); at most 64).
