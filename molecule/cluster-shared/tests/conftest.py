@@ -27,6 +27,7 @@ import pytest
 import testinfra
 import yaml
 
+import faults
 from bad_input import PLAIN_OUTPUT
 
 SHARED = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +68,15 @@ class Scenario(object):
 
     @property
     def controller(self):
-        return self.only("slurm_controller")
+        """The primary slurmctld: the first host of the group (a second one is the backup controller)."""
+        assert self.controllers, "no slurm_controller host"
+        return self.controllers[0]
+
+    @property
+    def controllers(self):
+        """The controllers in inventory order (SlurmctldHost's order): the primary, then the backup if any."""
+        inventory = _load(self.inventory_file)
+        return list(((inventory.get("slurm_controller") or {}).get("hosts") or {}))
 
     @property
     def database(self):
@@ -235,11 +244,12 @@ def spare_inventory(scenario):
 def reset_cluster(scenario, tmp_path, keep_spare=False):
     """Put the cluster back into its known state; return what had to be undone (for the log). With keep_spare the
     spare node, when it is in Slurm, stays there as a compute node like the others."""
+    undone = ["%s was stopped" % name for name in faults.ensure_running(scenario)]
     ctl = scenario.host(scenario.controller)
     ctl.check_output("mkdir -p %s && touch %s" % (os.path.dirname(RESET_MARK), RESET_MARK))
     spare_in = keep_spare and scenario.spare in slurm_nodes(ctl)
     compute = sorted(scenario.compute + [scenario.spare]) if spare_in else scenario.compute
-    undone, healed = [], []
+    healed = []
     for host in scenario.groups.get("gpu_nodes", []) + [scenario.spare]:
         if faults_of(scenario, host):
             undone.append("faults on %s" % host)

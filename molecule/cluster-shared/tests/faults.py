@@ -1,0 +1,75 @@
+"""Fault injection on the shared test cluster (the fault modules, test_12 and up, run last since they break things).
+
+A "dead" node is its container stopped (`docker stop`: systemd and every daemon in it go, the network name stops
+resolving); it comes back with `docker start`, which boots systemd again. What a boot does not bring back on its own
+(the /proc masks molecule's docker driver sets, unmounted by prepare.yml on the GPU nodes) `start` puts back as
+prepare.yml left it. `reset_cluster` calls `ensure_running` first, so a module that failed with a node stopped does
+not take the next module down with it.
+
+Each fault module says what it injected and what it verified with `report` (printed; pytest -s or the JUnit output
+shows it).
+"""
+
+import subprocess
+import time
+
+# prepare.yml's "Unmount Docker's masks over /proc", for a GPU node that booted again.
+_UNMASK_PROC = ("masks=$(awk '$5 ~ \"^/proc/\" {print $5}' /proc/self/mountinfo | sort -r); "
+                "for mount in $masks; do umount --lazy \"$mount\"; done")
+BOOT_S = 120
+
+
+def _docker(*args, check=True):
+    return subprocess.run(("docker",) + args, check=check, capture_output=True, text=True)
+
+
+def running(container):
+    out = _docker("inspect", "--format", "{{.State.Running}}", container, check=False)
+    return out.returncode == 0 and out.stdout.strip() == "true"
+
+
+def stop(container):
+    """Kill the node: its container stopped (SIGTERM to systemd, SIGKILL after 2 s)."""
+    _docker("stop", "--time", "2", container)
+    assert not running(container), container
+
+
+def start(scenario, container, timeout=BOOT_S):
+    """Boot a stopped node and wait for its systemd to finish starting its units (running or degraded)."""
+    if not running(container):
+        _docker("start", container)
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        out = _docker("exec", container, "systemctl", "is-system-running", check=False)
+        state = out.stdout.strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(2)
+    assert state in ("running", "degraded"), "%s did not boot within %d s: systemd says %r" % (container, timeout, state)
+    if container in scenario.groups.get("gpu_nodes", []) + scenario.groups.get("cluster_spare", []):
+        _docker("exec", container, "bash", "-c", _UNMASK_PROC)
+
+
+def ensure_running(scenario):
+    """Start every container of the cluster that is stopped; return their names."""
+    stopped = [name for name in scenario.instances if not running(name)]
+    for name in stopped:
+        start(scenario, name)
+    return stopped
+
+
+def report(fault, injected, verified):
+    """Print what a fault test injected and what it verified (the acceptance of issue 23)."""
+    print("\nFAULT %s\n  injected: %s\n  verified:\n%s" % (fault, injected, "\n".join("    - " + v for v in verified)))
+
+
+def wait_for(what, probe, timeout, interval=2):
+    """Poll probe() -> (ok, detail) until ok; fail naming what and the last detail. Returns the seconds it took."""
+    began = time.monotonic()
+    ok, detail = probe()
+    while not ok and time.monotonic() - began < timeout:
+        time.sleep(interval)
+        ok, detail = probe()
+    assert ok, "%s: not within %d s: %s" % (what, timeout, detail)
+    return time.monotonic() - began
