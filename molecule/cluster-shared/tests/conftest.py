@@ -392,3 +392,11 @@ def pytest_collection_modifyitems(config, items):
         if marker and release not in marker.args:
             item.add_marker(pytest.mark.skip(reason="runs on the %s cluster only (the same on both releases)"
                                              % " and ".join(marker.args)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What each fault module injected and verified (faults.report), at the end of the run's output."""
+    if faults.REPORTS:
+        terminalreporter.section("faults injected and what was verified")
+        for text in faults.REPORTS:
+            terminalreporter.write_line(text)

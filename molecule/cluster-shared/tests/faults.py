@@ -6,8 +6,7 @@ resolving); it comes back with `docker start`, which boots systemd again. What a
 prepare.yml left it. `reset_cluster` calls `ensure_running` first, so a module that failed with a node stopped does
 not take the next module down with it.
 
-Each fault module says what it injected and what it verified with `report` (printed; pytest -s or the JUnit output
-shows it).
+Each fault module says what it injected and what it verified with `report`: printed, and again in the run's summary.
 """
 
 import subprocess
@@ -49,6 +48,11 @@ def start(scenario, container, timeout=BOOT_S):
     assert state in ("running", "degraded"), "%s did not boot within %d s: systemd says %r" % (container, timeout, state)
     if container in scenario.groups.get("gpu_nodes", []) + scenario.groups.get("cluster_spare", []):
         _docker("exec", container, "bash", "-c", _UNMASK_PROC)
+    if container in scenario.groups.get("slurm_controller", []):
+        # a controller that boots takes control back from the backup (or stands by): wait until it answers
+        wait_for("slurmctld on %s answering after its boot" % container,
+                 lambda: (_docker("exec", container, "squeue", "-h", check=False).returncode == 0, "squeue fails"),
+                 timeout)
 
 
 def ensure_running(scenario):
@@ -59,9 +63,16 @@ def ensure_running(scenario):
     return stopped
 
 
+# What the fault tests reported, printed again at the end of the run (conftest.pytest_terminal_summary), since pytest
+# shows a passing test's own output nowhere.
+REPORTS = []
+
+
 def report(fault, injected, verified):
     """Print what a fault test injected and what it verified (the acceptance of issue 23)."""
-    print("\nFAULT %s\n  injected: %s\n  verified:\n%s" % (fault, injected, "\n".join("    - " + v for v in verified)))
+    text = "FAULT %s\n  injected: %s\n  verified:\n%s" % (fault, injected, "\n".join("    - " + v for v in verified))
+    REPORTS.append(text)
+    print("\n" + text)
 
 
 def wait_for(what, probe, timeout, interval=2):

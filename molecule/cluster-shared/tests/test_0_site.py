@@ -24,7 +24,10 @@ from conftest import (GPUSIM_UNITS, expected_partitions, faults_of, health_repor
 # conftest.known_state: no reset before this module on a cluster no reset has touched since the converge.
 CONVERGE_STATE = True
 
-HEAD_UNITS = ("munge", "mariadb", "slurmdbd", "slurmctld")
+HEAD_UNITS = ("munge", "slurmctld")
+# On the database host (the head on Debian 12; the backup controller on Debian 13) and on every backup controller.
+DATABASE_UNITS = ("munge", "mariadb", "slurmdbd")
+CONTROLLER_UNITS = ("munge", "slurmctld")
 GPU_UNITS = ("munge", "slurmd", "gpucluster-health.timer")
 # The monitoring role's units (roles/monitoring/vars/main.yml), and dcgm-exporter's (roles/dcgm_exporter).
 PROMETHEUS, NODE_EXPORTER, GRAFANA = "prometheus", "prometheus-node-exporter", "grafana-server"
@@ -89,6 +92,15 @@ def test_the_head_node_runs_its_services(scenario):
     wanted += [u for u in (GRAFANA,) + OPTIONAL_HEAD_UNITS if _installed(head, u)]
     assert [u for u in wanted if not head.service(u).is_running] == [], wanted
     assert [u for u in wanted if not head.service(u).is_enabled] == [], wanted
+
+
+def test_the_database_host_and_the_backup_controllers_run_theirs(scenario):
+    units = {scenario.database: list(DATABASE_UNITS)}
+    for host in scenario.controllers[1:]:
+        units.setdefault(host, []).extend(CONTROLLER_UNITS)
+    for host, wanted in units.items():
+        node = scenario.host(host)
+        assert [u for u in wanted if not (node.service(u).is_running and node.service(u).is_enabled)] == [], (host, wanted)
 
 
 def _installed(host, unit):

@@ -110,7 +110,11 @@ def test_add_a_node_while_a_job_runs(scenario, ctl, tmp_path):
         for host in old:
             assert counters[host]["changed"] > 0, (host, counters[host])  # its copies now list the new node
         assert not restarted, restarted
-    others = set(counters) - set(old) - {new, scenario.controller}
+    # a backup controller reads its own copies: rewritten with the new node (and its standby slurmctld restarted)
+    live = ctl.file("/etc/slurm/slurm.conf").content_string
+    for host in scenario.controllers[1:]:
+        assert counters[host]["changed"] > 0 and scenario.host(host).file("/etc/slurm/slurm.conf").content_string == live, host
+    others = set(counters) - set(old) - {new} - set(scenario.controllers)
     assert all(counters[h]["changed"] == 0 for h in others), counters
     records = node_records(ctl, old + [new])
     # in service (a node slurmctld has just heard from again after the reconfigure may still show NOT_RESPONDING)
