@@ -80,7 +80,7 @@ def test_a_failing_run_shows_no_secret(scenario, ctl, put_back, tmp_path, monkey
     assert any("slurm_db_password" in label for label in inventory), inventory
     # the values searched for are the ones in use (slurmdbd.conf holds the database password)
     db_conf = scenario.host(scenario.database).check_output("cat /etc/slurm/slurmdbd.conf")
-    assert "StoragePass=%s" % scenario.group_vars["all"]["slurm_db_password"] in db_conf
+    assert 'StoragePass="%s"' % scenario.group_vars["all"]["slurm_db_password"] in db_conf
     for label, value in inventory.items():
         secrets.update(_forms(label, value))
 
