@@ -73,3 +73,14 @@ def wait_for(what, probe, timeout, interval=2):
         ok, detail = probe()
     assert ok, "%s: not within %d s: %s" % (what, timeout, detail)
     return time.monotonic() - began
+
+
+def start_gpu_node(scenario, container, timeout=BOOT_S):
+    """Boot a stopped simulated GPU node and give it back what a boot loses beyond the /proc masks: gpusim's
+    /dev/nvidia* nodes (a container's /dev is new at each start; `gpusim setup` makes them), then slurmd, which
+    exits at boot without them ("can't stat gres.conf file /dev/nvidia0")."""
+    from conftest import GPUSIM, PROFILE
+    start(scenario, container, timeout)
+    _docker("exec", container, "bash", "-c",
+            "%s setup --profile %s >/dev/null && systemctl reset-failed slurmd && systemctl restart slurmd"
+            % (GPUSIM, PROFILE))

@@ -19,7 +19,7 @@ import pytest
 
 from bad_input import recap
 from conftest import ROOT, node_records
-from faults import report, start, stop
+from faults import report, start_gpu_node, stop, wait_for
 from test_0_site import DEBIAN12_RERUN_TAGS
 
 pytestmark = pytest.mark.release("debian12")
@@ -51,7 +51,7 @@ def dead(scenario):
     """The GPU node that is stopped; started again whatever happens."""
     node = scenario.groups["gpu_nodes"][-1]
     yield node
-    start(scenario, node)
+    start_gpu_node(scenario, node)
 
 
 def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl, dead, tmp_path):
@@ -88,7 +88,12 @@ def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl
     assert fleet["summary"]["unreachable"] == 1, fleet["summary"]
 
     # back: the same site run, every node up; the others' results must be the same task by task
-    start(scenario, dead)
+    start_gpu_node(scenario, dead)
+
+    def registered():
+        record = node_records(ctl, [dead])[dead]
+        return not re.search("DOWN|NOT_RESPONDING", record["State"]), record
+    wait_for("%s back in Slurm" % dead, registered, 120)
     rc, out_up = scenario.playbook(tmp_path, args=["--tags", DEBIAN12_RERUN_TAGS])
     assert rc == 0, out_up[-4000:]
     site_up = _results(out_up)
@@ -108,4 +113,5 @@ def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl
             % (sweep_rc, dead, nodes[dead]["status"]),
             "the others' results task by task the same as in the run with every node up (%d tasks on %s)"
             % (len(site_up.get(others[0], [])), others[0]),
-            "%s started again; the next site run rc 0, no compute node DOWN" % dead])
+            "%s booted again (faults.start_gpu_node: gpusim's /dev/nvidia*, slurmd); the next site run rc 0, no compute "
+            "node DOWN" % dead])
