@@ -2,7 +2,7 @@
 inventory: the play, the environment of the run, and the rendered files read back from the JSON callback.
 
 One copy for tests/unit/roles/test_slurm_render.py, tests/unit/test_example_inventories.py and bench/render_scale.py.
-The play runs on the hosts of slurm_controller (give the controller ``ansible_connection: local``); its last task
+The play runs on the first host of slurm_controller, the primary (give it ``ansible_connection: local``); its last task
 shows ``__slurm_files``, the role's rendered slurm.conf, gres.conf, topology.conf and cgroup.conf.
 """
 
@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 
 RENDER_PLAY = """- name: Render the Slurm configuration on the controller
-  hosts: slurm_controller
+  hosts: slurm_controller[0]
   gather_facts: false
   tasks:
     - name: Run the slurm role's render step

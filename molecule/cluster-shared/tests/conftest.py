@@ -11,6 +11,7 @@ spare node out of Slurm.
 GPUCLUSTER_CLUSTER_TESTS (a blank-separated list of module names, with or without .py) runs only those modules:
 scripts/cluster.sh test deb13 test_3_health_drain runs one module on a kept cluster.
 A module that runs on one release only says so with `pytestmark = pytest.mark.release("debian13")`.
+A fault module (issue 23: it stops containers and daemons, faults.py) says `FAULT_TEST = True` and runs after all others.
 A module that needs the spare node as a third compute node says `SPARE_IN_SLURM = True`: the resets before and after
 the module before it leave the spare in Slurm (the add-node module brings it in), and the module adds it itself
 (fixture `spare_added`) when it runs alone.
@@ -374,6 +375,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # Fault modules (FAULT_TEST = True: they stop nodes and daemons) run after every other module, in name order.
+    items[:] = sorted(items, key=lambda item: bool(getattr(item.module, "FAULT_TEST", False)))
     wanted = os.environ.get("GPUCLUSTER_CLUSTER_TESTS", "").split()
     if wanted:
         names = {w[:-3] if w.endswith(".py") else w for w in wanted}

@@ -75,6 +75,36 @@ def wait_for(what, probe, timeout, interval=2):
     return time.monotonic() - began
 
 
+# -- jobs, as a user submits them -----------------------------------------------------------------------------------
+
+def _quote(text):
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def sbatch(host, user, args, wrap, output="/dev/null"):
+    """Submit a batch job as `user` on `host` (a testinfra host); return its id."""
+    command = "sbatch --parsable --chdir=/tmp -o %s %s --wrap=%s" % (output, args, _quote(wrap))
+    out = host.run("su %s -c %s" % (user, _quote(command)))
+    assert out.rc == 0 and out.stdout.strip().split(";")[0].isdigit(), (command, out.stdout, out.stderr)
+    return out.stdout.strip().split(";")[0]
+
+
+def job_record(host, job):
+    """scontrol's record of a job (key: value), empty when the controller in control does not answer or forgot it."""
+    out = host.run("scontrol -o show job %s" % job)
+    if out.rc != 0:
+        return {}
+    return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
+
+
+def sacct_rows(host, jobs):
+    """Every accounting record of the jobs (allocations only, requeued runs too): [(job id, state, node list)]."""
+    out = host.run("sacct -n -X -P --duplicates -j %s -o JobID,State,NodeList" % ",".join(jobs))
+    if out.rc != 0:
+        return None
+    return [tuple(line.split("|")) for line in out.stdout.splitlines() if line.strip()]
+
+
 def start_gpu_node(scenario, container, timeout=BOOT_S):
     """Boot a stopped simulated GPU node and give it back what a boot loses beyond the /proc masks: gpusim's
     /dev/nvidia* nodes (a container's /dev is new at each start; `gpusim setup` makes them), then the simulated

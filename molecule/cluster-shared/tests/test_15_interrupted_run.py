@@ -25,6 +25,8 @@ from conftest import ROOT, node_records
 from faults import report
 
 pytestmark = pytest.mark.release("debian12")
+# A fault module (conftest): after every other module.
+FAULT_TEST = True
 
 FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")
 KILL_TASK = "Install the configuration checked on the controller, every file in one switch"

@@ -23,6 +23,8 @@ from faults import report, start_gpu_node, stop, wait_for
 from test_0_site import DEBIAN12_RERUN_TAGS
 
 pytestmark = pytest.mark.release("debian12")
+# A fault module (conftest): after every other module.
+FAULT_TEST = True
 
 SWEEP = os.path.join(ROOT, "playbooks", "health_sweep.yml")
 RESULT = re.compile(r"^(ok|changed|skipping|fatal|failed|included): \[([^\]]+)\]")

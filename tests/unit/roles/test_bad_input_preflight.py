@@ -292,6 +292,12 @@ SLURM_CASES = [
      ["slurm_partitions", "{ctl}", "slurm_compute_typo",
       "host {ctl} (Slurm controller): slurm_partitions cannot be rendered",
       "partition dev: inventory group 'slurm_compute_typo' is not defined"]),
+    # High availability (issue 23): a second controller is a backup, which needs the state directory declared shared.
+    ("backup-controller-without-shared-state", {}, {"slurm_controller_group": "gpu_nodes"},
+     ["slurm_state_save_shared", "{c1}", "{c2}", "slurm_state_save_location '/var/lib/slurm/slurmctld'",
+      "host {ctl}: slurm_controller_group 'gpu_nodes' has backup controller(s) {c2}"]),
+    ("slurmctld-timeout-with-a-unit", {}, {"slurm_slurmctld_timeout": "2m"},
+     ["slurm_slurmctld_timeout", "{ctl}", "2m"]),
     # The inventory's reservations (issue 21): every entry is checked before Slurm is touched.
     ("reservation-name-without-the-prefix", {},
      {"slurm_reservations": [{"name": "training", "accounts": ["research"], "duration": "1h", "node_count": 1,

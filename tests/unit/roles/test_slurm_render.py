@@ -169,3 +169,31 @@ def test_bad_inventory_stops_the_render_naming_host_and_variable(tmp_path, name,
     for text in expect:
         assert text in message, (name, text, message)
     assert message.endswith("Nothing was changed.")
+
+
+# --- high availability (issue 23): a backup controller ------------------------------------------------------------
+
+def test_backup_controller_renders_every_slurmctldhost_and_the_failover_keys(tmp_path):
+    """The controller group's hosts are SlurmctldHost lines in inventory order (the primary renders); the timeouts
+    and JobRequeue come from their variables, and the files still pass the checker."""
+    inventory = _inventory()
+    inventory["all"]["children"]["slurm_controller"]["hosts"]["ctl2.example.org"] = None
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))   # inventory order counts
+    extra = dict(GOOD, slurm_config_overrides={"ProctrackType": "proctrack/linuxproc"}, slurm_state_save_shared=True,
+                 slurm_state_save_location="/srv/shared/slurmctld", slurm_slurmctld_timeout=10,
+                 slurm_slurmd_timeout=30, slurm_job_requeue=False)
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    argv = render_argv(tmp_path / "inventory.yml", write_render_play(tmp_path), tmp_path / "vars.json")
+    proc = subprocess.run(argv, capture_output=True, text=True, env=render_env(), check=False)
+    tasks = play_tasks(proc.stdout)
+    assert proc.returncode == 0, json.dumps(tasks, indent=1)[-3000:]
+    files = tasks[-1]["hosts"]["localhost"]["__slurm_files"]
+    lines = files["slurm.conf"].splitlines()
+    assert [line for line in lines if line.startswith("SlurmctldHost=")] == ["SlurmctldHost=localhost",
+                                                                           "SlurmctldHost=ctl2"]
+    keys = _keys(files["slurm.conf"])
+    assert (keys["StateSaveLocation"], keys["SlurmctldTimeout"], keys["SlurmdTimeout"], keys["JobRequeue"]) == \
+        ("/srv/shared/slurmctld", "10", "30", "0")
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    assert [p for p in check_config_dir(str(tmp_path), None, ["gres/gpu"]) if p["severity"] == "error"] == []
