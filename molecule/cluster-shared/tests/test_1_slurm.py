@@ -119,8 +119,11 @@ def test_health_check_program_is_run_by_slurmd(scenario, ctl):
 
 
 def test_configuration_files(scenario, ctl):
-    live = {name: ctl.file("/etc/slurm/%s" % name) for name in ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")}
+    # each file a symlink through the current generation (slurm_config_files): its target's mode and owner count
+    live = {name: ctl.file(ctl.file("/etc/slurm/%s" % name).linked_to)
+            for name in ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")}
     for name, conf in live.items():
+        assert ctl.file("/etc/slurm/%s" % name).is_symlink, name
         assert conf.mode == 0o644 and conf.user == "root", name
         assert conf.content_string.startswith("#\n# Ansible managed"), name
         # what was checked is what is live
