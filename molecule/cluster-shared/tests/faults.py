@@ -48,6 +48,15 @@ def start(scenario, container, timeout=BOOT_S):
     assert state in ("running", "degraded"), "%s did not boot within %d s: systemd says %r" % (container, timeout, state)
     if container in scenario.groups.get("gpu_nodes", []) + scenario.groups.get("cluster_spare", []):
         _docker("exec", container, "bash", "-c", _UNMASK_PROC)
+        # What else a boot loses on a simulated GPU node: gpusim's /dev/nvidia* (a container's /dev is new at each
+        # start; `gpusim setup` makes them), then the simulated units (started at boot before that: the fabric
+        # manager's GPUs stay "In Progress", GPU-FABRIC-INCOMPLETE, and the health check drains the node) and
+        # slurmd where it is enabled (it exits at boot: "can't stat gres.conf file /dev/nvidia0").
+        from conftest import GPUSIM, GPUSIM_UNITS, PROFILE
+        _docker("exec", container, "bash", "-c",
+                "%s setup --profile %s >/dev/null && systemctl restart %s && if systemctl -q is-enabled slurmd; "
+                "then systemctl reset-failed slurmd; systemctl restart slurmd; fi"
+                % (GPUSIM, PROFILE, " ".join(GPUSIM_UNITS)))
     if container in scenario.groups.get("slurm_controller", []):
         # a controller that boots takes control back from the backup (or stands by): wait until it answers
         wait_for("slurmctld on %s answering after its boot" % container,
@@ -114,15 +123,3 @@ def sacct_rows(host, jobs):
     if out.rc != 0:
         return None
     return [tuple(line.split("|")) for line in out.stdout.splitlines() if line.strip()]
-
-
-def start_gpu_node(scenario, container, timeout=BOOT_S):
-    """Boot a stopped simulated GPU node and give it back what a boot loses beyond the /proc masks: gpusim's
-    /dev/nvidia* nodes (a container's /dev is new at each start; `gpusim setup` makes them), then the simulated
-    units (started at boot before that: the fabric manager's GPUs stay "In Progress", GPU-FABRIC-INCOMPLETE, and
-    slurmd's health check drains the node) and slurmd (it exits at boot: "can't stat gres.conf file /dev/nvidia0")."""
-    from conftest import GPUSIM, GPUSIM_UNITS, PROFILE
-    start(scenario, container, timeout)
-    _docker("exec", container, "bash", "-c",
-            "%s setup --profile %s >/dev/null && systemctl restart %s && systemctl reset-failed slurmd"
-            " && systemctl restart slurmd" % (GPUSIM, PROFILE, " ".join(GPUSIM_UNITS)))

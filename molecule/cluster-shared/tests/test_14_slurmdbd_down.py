@@ -10,6 +10,7 @@ import time
 import faults
 
 FAULT_TEST = True
+DOWN_S = 45
 
 
 def test_jobs_run_without_slurmdbd_and_accounting_catches_up(scenario, ctl):
@@ -23,6 +24,7 @@ def test_jobs_run_without_slurmdbd_and_accounting_catches_up(scenario, ctl):
                             lambda job=job: (faults.job_record(ctl, job).get("JobState") == "COMPLETED",
                                              faults.job_record(ctl, job)), 120)
         during = faults.sacct_rows(ctl, jobs)
+        time.sleep(max(0, DOWN_S - (time.monotonic() - stopped_at)))     # down for a while, not only for the jobs
         down_for = time.monotonic() - stopped_at
     finally:
         db.check_output("systemctl start slurmdbd")

@@ -19,7 +19,7 @@ import pytest
 
 from bad_input import recap
 from conftest import ROOT, node_records
-from faults import report, start_gpu_node, stop, wait_for
+from faults import report, start, stop, wait_for
 from test_0_site import DEBIAN12_RERUN_TAGS
 
 pytestmark = pytest.mark.release("debian12")
@@ -53,7 +53,7 @@ def dead(scenario):
     """The GPU node that is stopped; started again whatever happens."""
     node = scenario.groups["gpu_nodes"][-1]
     yield node
-    start_gpu_node(scenario, node)
+    start(scenario, node)
 
 
 def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl, dead, tmp_path):
@@ -90,7 +90,7 @@ def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl
     assert fleet["summary"]["unreachable"] == 1, fleet["summary"]
 
     # back: the same site run, every node up; the others' results must be the same task by task
-    start_gpu_node(scenario, dead)
+    start(scenario, dead)
 
     def registered():
         record = node_records(ctl, [dead])[dead]
@@ -115,5 +115,5 @@ def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl
             % (sweep_rc, dead, nodes[dead]["status"]),
             "the others' results task by task the same as in the run with every node up (%d tasks on %s)"
             % (len(site_up.get(others[0], [])), others[0]),
-            "%s booted again (faults.start_gpu_node: gpusim's /dev/nvidia*, slurmd); the next site run rc 0, no compute "
+            "%s booted again (faults.start: gpusim's /dev/nvidia*, slurmd); the next site run rc 0, no compute "
             "node DOWN" % dead])
