@@ -65,8 +65,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports whether it would switch to a new generation or remove files; writes nothing.
   diff_mode:
     support: full
+    description: Returns the content of each file that changes or goes, before and after.
 notes:
   - The switch is atomic for readers that open a file after it; a daemon that reads several files in one pass
     (slurmd on start or C(SIGHUP)) may, for a switch that falls inside that pass, read files of both sets, as it would

@@ -76,4 +76,3 @@ def test_a_job_on_a_dead_node_is_requeued_and_completes_elsewhere(scenario, ctl)
          "sacct: %s" % rows,
          "back, %s registered and stayed %s (%r) through 2 health check runs that reported ok" % (
              dead, record["State"], record["Reason"])])
-

@@ -128,5 +128,5 @@ def test_a_failing_run_shows_no_secret(scenario, ctl, put_back, tmp_path, monkey
            % (", ".join(scenario.compute), victim),
            ["%d forms of %d secrets (munge key base64/hex, %s) in none of: stdout+stderr, the log (%d bytes), %d files "
             "the run wrote here" % (len(secrets), 2 + len(inventory), ", ".join(sorted(inventory)), log.stat().st_size,
-                                     len(written)),
+                                    len(written)),
             "the keys and slurmdbd.conf put back by a normal run, the secrets unchanged (sha256 per node)"])

@@ -189,8 +189,7 @@ def test_backup_controller_renders_every_slurmctldhost_and_the_failover_keys(tmp
     assert proc.returncode == 0, json.dumps(tasks, indent=1)[-3000:]
     files = tasks[-1]["hosts"]["localhost"]["__slurm_files"]
     lines = files["slurm.conf"].splitlines()
-    assert [line for line in lines if line.startswith("SlurmctldHost=")] == ["SlurmctldHost=localhost",
-                                                                           "SlurmctldHost=ctl2"]
+    assert [line for line in lines if line.startswith("SlurmctldHost=")] == ["SlurmctldHost=localhost", "SlurmctldHost=ctl2"]
     keys = _keys(files["slurm.conf"])
     assert (keys["StateSaveLocation"], keys["SlurmctldTimeout"], keys["SlurmdTimeout"], keys["JobRequeue"]) == \
         ("/srv/shared/slurmctld", "10", "30", "0")
