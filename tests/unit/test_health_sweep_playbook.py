@@ -79,7 +79,7 @@ def bundles(tmp_path_factory):
 class Sweep(object):
     """An inventory of replayed nodes and a fake Slurm under tmp_path, and runs of the playbook against them."""
 
-    def __init__(self, tmp_path, bundles, hosts=("gpu01", "gpu02", "gpu03")):
+    def __init__(self, tmp_path, bundles, hosts=("gpu01", "gpu02", "gpu03"), controller=True):
         self.tmp = tmp_path
         self.state = tmp_path / "slurm.json"
         self.set_slurm({h: ("IDLE", "") for h in ("gpu01", "gpu02", "gpu03")})
@@ -101,7 +101,7 @@ class Sweep(object):
             "gpu_nodes": {"hosts": nodes, "children": {"gpu_a100": {"hosts": {h: {} for h in hosts}}},
                           "vars": {"health_check_expected": EXPECTED}},
             "slurm_controller": {"hosts": {"localhost": {
-                "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}
+                "ansible_connection": "local", "ansible_python_interpreter": sys.executable}} if controller else {}}}}}
         self.inventory = tmp_path / "inventory.yml"
         self.inventory.write_text(yaml.safe_dump(inventory))
 
@@ -128,6 +128,19 @@ class Sweep(object):
     def report(self, name):
         with open(str(self.tmp / "reports" / name / "fleet.json")) as handle:
             return json.load(handle)
+
+
+def test_a_sweep_without_a_slurm_controller_writes_the_report(tmp_path, bundles):
+    """No slurm_controller group (a fleet without Slurm, bench/fleet_sweep.py): the Slurm tasks are skipped, not
+    failed on the empty delegate_to host (ansible-core 2.19 templates delegate_to before when)."""
+    sweep = Sweep(tmp_path, bundles, hosts=("gpu01", "gpu02"), controller=False)
+    rc, out = sweep.run({"health_sweep_report_dir": str(tmp_path / "reports" / "one")})
+    assert rc == 0, out
+    report = sweep.report("one")
+    assert report["options"]["slurm"].startswith("no Slurm controller"), report["options"]
+    assert sorted(report["nodes"]) == ["gpu01", "gpu02"]
+    assert report["nodes"]["gpu01"]["slurm"] is None
+    assert sweep.scontrol_calls() == []
 
 
 # -- bad input ----------------------------------------------------------------------------------------------------
