@@ -445,7 +445,11 @@ def node_specs(hosts, hostvars, options, type_map=None, need_memory=True):
 def node_lines(hosts, hostvars, gpu_type_map=None, memory_reserve_percent=None, memory_reserve_min_mib=None, memory_round_mib=None):
     """NodeName lines for slurm.conf, one per distinct node description."""
     options = _options(memory_reserve_percent, memory_reserve_min_mib, memory_round_mib)
-    specs = node_specs(hosts, hostvars, options, gpu_type_map)
+    return node_lines_of(node_specs(hosts, hostvars, options, gpu_type_map))
+
+
+def node_lines_of(specs):
+    """NodeName lines of NodeSpecs collected with memory (node_specs)."""
     return fold_lines([(s.name, _node_attributes(s)) for s in specs], "NodeName")
 
 
@@ -553,8 +557,17 @@ def _check_autodetect_types(spec):
 
 def gres_lines(hosts, hostvars, autodetect=None, gpu_type_map=None):
     """gres.conf lines: ``NodeName=<hostlist> Name=gpu Type=<t> File=/dev/nvidia[..] [Cores=..]`` or AutoDetect=nvml."""
-    keyed = []
-    for spec in node_specs(hosts, hostvars, DEFAULTS, gpu_type_map, need_memory=False):
+    return gres_lines_of(node_specs(hosts, hostvars, DEFAULTS, gpu_type_map, need_memory=False), hostvars, autodetect)
+
+
+def gres_lines_of(specs, hostvars, autodetect=None):
+    """gres.conf lines of NodeSpecs (node_specs, with or without memory) and the hosts' slurm_gres_* variables.
+
+    The records of hosts with the same GRES, GPUs, CPU layout and numbering are worked out once (a cluster has few
+    kinds of node); a host whose records fail is never cached, so its error names it.
+    """
+    keyed, records_of = [], {}
+    for spec in specs:
         host = spec.host
         hv = _hostvars_of(hostvars, host)
         if not spec.gres:
@@ -562,8 +575,16 @@ def gres_lines(hosts, hostvars, autodetect=None, gpu_type_map=None):
         if _autodetect_of(host, hv, autodetect) == "nvml":
             _check_autodetect_types(spec)
             keyed.append((spec.name, ("AutoDetect=nvml",)))
-        else:
-            keyed.append((spec.name, _gpu_records(host, hv, spec)))
+            continue
+        numbering = hv.get("slurm_gres_cpu_numbering")
+        if not isinstance(numbering, (str, type(None))):
+            keyed.append((spec.name, _gpu_records(host, hv, spec)))  # fails, naming the value
+            continue
+        key = (numbering, tuple(spec.gres), spec.gpus, spec.sockets, spec.cores, spec.threads)
+        records = records_of.get(key)
+        if records is None:
+            records = records_of[key] = _gpu_records(host, hv, spec)
+        keyed.append((spec.name, records))
     lines = []
     for line in fold_lines([(name, "\n".join(records)) for name, records in keyed], "NodeName"):
         head, _sep, rest = line.partition(" ")

@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The slurm role's render step in one task, on the controller (documentation: plugins/modules/slurm_render.py).
+
+It does what the step did with three set_fact tasks and four ``lookup('template')`` calls, in one pass: one fast
+view of ``hostvars`` for every line, one node pass shared by the NodeName and gres.conf lines, the topology checked
+against those node names, and the templates rendered with one copy of the task's variables (a template lookup
+deep-copies every task variable, for each file). The lines and the files are byte for byte what the filters and the
+lookups give (tests/unit/roles/test_slurm_render.py compares both on a generated inventory).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible.template import trust_as_template
+from ansible._internal._templating import _template_vars  # the template action's own variables (template_path, ...)
+
+from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_render as render
+from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
+
+# The lines each file's template reads, as the variables the slurm role's templates name them.
+LINE_VARIABLES = {"node": "__slurm_node_lines", "gres": "__slurm_gres_lines", "partition": "__slurm_partition_lines",
+                  "topology": "__slurm_topology_lines"}
+ARGS = ("hosts", "partitions", "fabric", "gpu_type_map", "autodetect", "templates")
+
+
+class ActionModule(ActionBase):
+    """Render the NodeName, gres.conf, PartitionName and topology lines, then the configuration files."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        args = self._task.args
+        unknown = sorted(set(args) - set(ARGS))
+        if unknown:
+            raise AnsibleActionFail("slurm_render: unknown options %s (known: %s)" % (", ".join(unknown), ", ".join(ARGS)))
+        templates = args.get("templates") or {}
+        if not hasattr(templates, "items"):
+            raise AnsibleActionFail("slurm_render: templates is %r, not a mapping of file name to template" % (templates,))
+        try:
+            lines = self._lines(args, task_vars)
+        except _StageError as exc:
+            result.update(failed=True, msg="%s: %s" % (exc.stage, exc))
+            return result
+        result["lines"] = lines
+        result["files"] = self._files(templates, lines, task_vars)
+        result["changed"] = False
+        return result
+
+    @staticmethod
+    def _lines(args, task_vars):
+        hostvars = fast_hostvars(task_vars.get("hostvars", {}))
+        groups = task_vars.get("groups", {})
+        hosts = args.get("hosts") or []
+        type_map = args.get("gpu_type_map")
+        with _stage("slurm_node_lines"):
+            specs = render.node_specs(hosts, hostvars, render.DEFAULTS, type_map)
+            node = render.node_lines_of(specs)
+        with _stage("slurm_gres_lines"):
+            gres = render.gres_lines_of(specs, hostvars, args.get("autodetect"))
+        with _stage("slurm_partition_lines"):
+            partition = render.partition_lines(args.get("partitions"), groups, hostvars)
+        topology = []
+        if args.get("fabric"):
+            with _stage("slurm_topology_lines"):
+                topology = render.topology_lines(args["fabric"], [spec.name for spec in specs])
+        return {"node": node, "gres": gres, "partition": partition, "topology": topology}
+
+    def _files(self, templates, lines, task_vars):
+        """Each template rendered as the template lookup does (trim_blocks, the ansible_managed header), trimmed, with
+        one final newline; the task's variables are copied once for all of them."""
+        temp_vars = task_vars.copy()
+        temp_vars.update((LINE_VARIABLES[key], value) for key, value in lines.items())
+        searchpath = []
+        for path in task_vars.get("ansible_search_path", []):
+            searchpath.extend([os.path.join(path, "templates"), path])
+        files = {}
+        for name, src in templates.items():
+            source = self._find_needle("templates", to_text(src))
+            temp_vars.update(_template_vars.generate_ansible_template_vars(
+                path=src, fullpath=source, include_ansible_managed="ansible_managed" not in task_vars))
+            templar = self._templar.copy_with_new_env(available_variables=temp_vars,
+                                                      searchpath=[os.path.dirname(source)] + searchpath)
+            data = trust_as_template(self._loader.get_text_file_contents(source))
+            rendered = templar.template(data, escape_backslashes=False, overrides=dict(trim_blocks=True))
+            files[str(name)] = to_text(rendered if rendered is not None else "").strip() + "\n"
+        return files
+
+
+class _StageError(Exception):
+    def __init__(self, stage, message):
+        super(_StageError, self).__init__(message)
+        self.stage = stage
+
+
+class _stage(object):  # pylint: disable=invalid-name
+    """Turn a SlurmRenderError into a failure named after the filter that gives the same lines on its own."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is not None and issubclass(kind, render.SlurmRenderError):
+            raise _StageError(self.name, str(value))
+        return False
