@@ -235,7 +235,8 @@ def run(argv, **kwargs):
     kwargs.setdefault("check", True)
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
-    return subprocess.run(argv, **kwargs)
+    kwargs.setdefault("check", False)
+    return subprocess.run(argv, **kwargs)  # pylint: disable=subprocess-run-check
 
 
 def die_with_parent():

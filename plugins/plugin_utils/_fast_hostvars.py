@@ -130,8 +130,7 @@ class _Layers(object):
 
     def __iter__(self):
         seen = set(self._FACT_KEYS) | set(self._MAGIC_KEYS)
-        for key in seen:
-            yield key
+        yield from seen
         for layer in self._layers:
             for key in layer if isinstance(layer, dict) or hasattr(layer, "keys") else ():
                 if key not in seen:

@@ -41,7 +41,7 @@ def _inventory(nodes=300):
     groups = {"gpu_a": (hosts[:third], dict(HARDWARE, slurm_node_features=["a100", "ib"])),
               "gpu_b": (hosts[third:2 * third], dict(HARDWARE, slurm_node_features=["a100", "ib", "nvme"])),
               "gpu_h": (hosts[2 * third:], dict(HARDWARE, slurm_node_gres=[{"name": "gpu", "type": "h100", "count": 4}],
-                                                 slurm_node_real_memory=2000000))}
+                                                slurm_node_real_memory=2000000))}
     leaves = [{"name": "leaf%03d" % (j + 1), "nodes": hosts[j * 32:(j + 1) * 32]} for j in range((nodes + 31) // 32)]
     leaves[0]["nodes"] = ["gpu-first"] + leaves[0]["nodes"][1:]
     return {"all": {
