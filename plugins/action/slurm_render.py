@@ -7,7 +7,7 @@ It does what the step did with three set_fact tasks and four ``lookup('template'
 view of ``hostvars`` for every line, one node pass shared by the NodeName and gres.conf lines, the topology checked
 against those node names, and the templates rendered with one copy of the task's variables (a template lookup
 deep-copies every task variable, for each file). The lines and the files are byte for byte what the filters and the
-lookups give (tests/unit/roles/test_slurm_render.py compares both on a generated inventory).
+lookups give (tests/unit/roles/test_slurm_render_paths.py compares both on a generated inventory).
 """
 
 from __future__ import annotations
