@@ -17,7 +17,7 @@ antsibull-docs sphinx-init --use-current --squash-hierarchy --fail-on-error --de
     --title "gpucluster.ops collection" --html-short-title gpucluster.ops gpucluster.ops >/dev/null
 
 # This build reaches no documentation host (nor do CI and the test machines): the generated pages' references into
-# the Ansible docs (the two labels below) resolve through a local inventory that points at the real pages, and no
+# the Ansible docs (the labels below) resolve through a local inventory that points at the real pages, and no
 # other inventory is read. A page that references another label fails the build (sphinx -W): add it here.
 cat >>"$dest/conf.py" <<'CONF'
 
@@ -34,6 +34,8 @@ labels = [
     ("ansible_configuration_settings", "reference_appendices/config.html#ansible-configuration-settings",
      "Ansible Configuration Settings"),
     ("common_return_values", "reference_appendices/common_return_values.html#return-values", "Return Values"),
+    # the note on a module with an action plugin of the same name (gpucluster.ops.slurm_render)
+    ("action_plugins", "plugins/action.html#action-plugins", "Action plugins"),
 ]
 body = "".join("%s std:label -1 %s %s\n" % entry for entry in labels)
 with open(sys.argv[1], "wb") as handle:
