@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark: playbooks/health_sweep.yml over real ssh to N simulated GPU nodes, fast path against module path.
+"""Benchmark: playbooks/health_sweep.yml over real ssh to N simulated GPU nodes: its fast path, its per-host tasks and
+its module path.
 
 Every simulated node is one OpenSSH sshd in namespaces of its own (network, mount, UTS, PID), with its own address
 on a bridge in a network namespace the bench creates (10.213.0.0/16, nothing routed anywhere else: the controller
@@ -11,9 +12,11 @@ overlay holding the checker as the health_check role installs it (bin/gpucluster
 module_utils it imports, byte-compiled), and /opt/gpusim the GPU simulator of tests/gpusim set up for the node's
 profile and faults; the node's host name (its UTS namespace) gives its GPUs their UUIDs and serials.
 
-For each N (--sizes) and each ansible.cfg (--config, repeatable), three playbooks run one after the other:
+For each N (--sizes) and each ansible.cfg (--config, repeatable), four playbooks run one after the other:
 - the floor: one `ansible.builtin.raw: /bin/true` task on the same N nodes (Ansible's and ssh's own cost);
-- the fast path: health_sweep.yml as an operator runs it (one raw call of the installed checker per node);
+- the fast path: health_sweep.yml as an operator runs it (gpucluster.ops.health_fanout: one task on the controller
+  runs the installed checker over one ssh session per node, forks at a time);
+- the tasks path: the same with -e health_sweep_fanout=false (each node's own tasks: one raw call of the checker);
 - the module path: the same with -e health_sweep_method=module (the gpu_health module on every node).
 and it prints, per run: wall time; controller CPU per node (user+system of the ansible-playbook process tree,
 ssh clients and ControlPersist masters included: the playbook runs under a child subreaper that ends the
@@ -22,7 +25,7 @@ node is PID 1 of its PID namespace and reaps every process of the node, so utime
 /proc, after the sessions ended, minus before, is the whole node side); processes started per node (the PID
 namespace's ns_last_pid after minus before, less the read itself: PIDs the kernel handed out, threads included);
 the ratios to the floor of the same run and the targets beside (400 nodes <= 60 s wall, <= 0.1 s controller
-CPU per node including ssh). It then compares the fast path's fleet.json with the module path's (without the
+CPU per node including ssh). It then compares the fast and tasks paths' fleet.json with the module path's (without the
 fields that say when or how the record was made) and prints the result. Figures are printed, never judged: a
 loaded machine shows in the floor.
 
@@ -31,7 +34,7 @@ openssh-server package unpacked into .cache/fleet-sweep (apt-get download; nothi
 makes lives in its own namespaces and a tmpfs, and goes when it exits (Ctrl-C included).
 
     .venv/bin/python bench/fleet_sweep.py [--sizes 50,200,400] [--config ansible.cfg --config ansible-fleet.cfg]
-        [--paths floor,fast,module] [--json results.json]
+        [--paths floor,fast,tasks,module] [--json results.json]
 """
 
 import argparse
@@ -39,6 +42,7 @@ import ctypes
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,7 +61,7 @@ CONTROLLER_ADDRESS = NET_PREFIX + ".255.254"
 TARGET_WALL_S = 60.0
 TARGET_NODES = 400
 TARGET_CONTROLLER_CPU_S = 0.1
-PATHS = ("floor", "fast", "module")
+PATHS = ("floor", "fast", "tasks", "module")
 INSTALL_DIR = "/usr/local/lib/gpucluster-health"
 EXPECTED = {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "driver_version": "550.127.05",
             "nvlinks_per_gpu": 18, "nvswitch": True, "ib_port_count": 8, "ib_rate_gbps": 400}
@@ -505,6 +509,23 @@ def controller_run(work, label, config, argv):
     return result
 
 
+# The per-host task of playbooks/tasks/health_record.yml that probes one node (the fast path leaves it to the nodes
+# gpucluster.ops.health_fanout cannot check: none here).
+PER_HOST_PROBE_TASK = "TASK [Run the installed health checker and read the versions of the node's GPU stack]"
+
+
+def per_host_probes(log):
+    """How many nodes the playbook's per-host probe task ran on (its result lines in the log)."""
+    count, inside = 0, False
+    with open(log) as handle:
+        for line in handle:
+            if line.startswith("TASK [") or line.startswith("PLAY "):
+                inside = line.startswith(PER_HOST_PROBE_TASK)
+            elif inside and re.match(r"^(ok|changed|fatal|failed|unreachable): \[", line):
+                count += 1
+    return count
+
+
 def measure(fleet, work, count, config, path, inventory, floor_playbook):
     label = "%d-%s-%s" % (count, os.path.basename(config), path)
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory]
@@ -516,6 +537,8 @@ def measure(fleet, work, count, config, path, inventory, floor_playbook):
         argv += [os.path.join(ROOT, "playbooks", "health_sweep.yml"), "-e", "health_sweep_report_dir=" + report_dir]
         if path == "module":
             argv += ["-e", "health_sweep_method=module"]
+        elif path == "tasks":
+            argv += ["-e", "health_sweep_fanout=false"]
     fleet.settle(count)
     pids_before = fleet.last_pids(count)
     cpu_before = fleet.cpu_s(count)
@@ -524,6 +547,7 @@ def measure(fleet, work, count, config, path, inventory, floor_playbook):
     cpu_after = fleet.cpu_s(count)
     pids_after = fleet.last_pids(count)
     started = [a - b - 1 for a, b in zip(pids_after, pids_before)]
+    result["per_host_probes"] = per_host_probes(result["log"])
     result.update({"n": count, "config": config, "path": path, "node_cpu_s": cpu_after - cpu_before,
                    "procs_per_node": sum(started) / float(count), "procs_max": max(started),
                    "procs_min": min(started), "report": os.path.join(report_dir, "fleet.json")
@@ -635,14 +659,18 @@ def print_table(results, sizes):
                       "CPU per node incl. ssh (fast path: %.3f s)" % (
                           TARGET_NODES, TARGET_WALL_S, fast["wall_s"], count, TARGET_CONTROLLER_CPU_S,
                           fast["cpu_s"] / count))
-            if "fast" in runs and "module" in runs and runs["fast"]["rc"] == 0 and runs["module"]["rc"] == 0:
-                summary, differences = compare_reports(runs["fast"]["report"], runs["module"]["report"])
-                print("  fleet.json, fast path against module path (without created_at, options, diff, each node's "
-                      "checked_at and source): %s; summary %s" % (
-                          "the same" if not differences else "DIFFERENT at %s" % "; ".join(differences),
-                          json.dumps(summary, sort_keys=True)))
+            if "fast" in runs:
+                print("  nodes the fast path left to their own tasks (the per-host probe ran on them): %d"
+                      % runs["fast"]["per_host_probes"])
+            for path in ("fast", "tasks"):
+                if path in runs and "module" in runs and runs[path]["rc"] == 0 and runs["module"]["rc"] == 0:
+                    summary, differences = compare_reports(runs[path]["report"], runs["module"]["report"])
+                    print("  fleet.json, %s path against module path (without created_at, options, diff, each node's "
+                          "checked_at and source): %s; summary %s" % (
+                              path, "the same" if not differences else "DIFFERENT at %s" % "; ".join(differences),
+                              json.dumps(summary, sort_keys=True)))
         if max(sizes) < TARGET_NODES:
-            for path in ("fast", "module"):
+            for path in ("fast", "tasks", "module"):
                 points = [(r["n"], r["wall_s"]) for r in results if r["config"] == config and r["path"] == path]
                 if points:
                     value, slope, intercept = project(points, TARGET_NODES)
