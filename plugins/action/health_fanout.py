@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import subprocess
 import time
@@ -108,6 +109,7 @@ class ActionModule(ActionBase):
             else:
                 plans[host] = plan
         records, seconds = {}, {}
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         with ThreadPoolExecutor(max_workers=max(1, min(int(C.DEFAULT_FORKS), len(plans) or 1))) as pool:
             futures = {host: pool.submit(run_probe, plan["argv"], timeout_s) for host, plan in plans.items()}
             for host, future in futures.items():
@@ -120,8 +122,10 @@ class ActionModule(ActionBase):
                     by_task[host] = "the probe found no checker or printed no answer (rc %s)" % probe.get("rc")
                     continue
                 records[host] = _health_sweep.record(probe, None, False, **plan["record"])
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         result.update(changed=False, records=records, by_task=[h for h in hosts if h in by_task],
-                      why_by_task=by_task, seconds=seconds, forks=int(C.DEFAULT_FORKS))
+                      why_by_task=by_task, seconds=seconds, forks=int(C.DEFAULT_FORKS),
+                      ssh_cpu_s=round(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime, 3))
         return result
 
     def _plan(self, host, hv, args, pins):

@@ -10,9 +10,9 @@ short_description: A node's record for the health sweep's fleet report, from the
 version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
-  - The one definition of a node's record in the fleet report of C(playbooks/health_sweep.yml): whether it was
+  - "The one definition of a node's record in the fleet report of C(playbooks/health_sweep.yml): whether it was
     reached, the error that makes it unknown, how it was checked (C(cli), C(module) or C(replay)), its comparison
-    group, its pins, the versions the fleet compares and the checker's result.
+    group, its pins, the versions the fleet compares and the checker's result."
   - Used by C(playbooks/tasks/health_record.yml) for a node checked by its own tasks, and by
     P(gpucluster.ops.health_fanout#module) for the nodes it checked over ssh all at once, so that the report is the same
     whichever way a node was checked.
@@ -21,8 +21,8 @@ positional: _input
 options:
   _input:
     description:
-      - The registered result of the probe (C(playbooks/files/health_sweep_probe.py) sent by C(ansible.builtin.raw)):
-        C(rc), C(stdout), C(stderr), and C(unreachable) with C(msg) when the node could not be reached.
+      - The registered result of the probe (C(playbooks/files/health_sweep_probe.py) sent by C(ansible.builtin.raw)),
+        with C(rc), C(stdout), C(stderr), and C(unreachable) with C(msg) when the node could not be reached.
     type: dict
     required: true
   module:
@@ -47,7 +47,7 @@ options:
     default: []
   health_check_expected:
     description:
-      - The host's C(health_check_expected): its C(gpu_model) is the node's group when it is in none of O(groups),
+      - The host's C(health_check_expected). Its C(gpu_model) is the node's group when it is in none of O(groups),
         and its keys named in O(pinnable) are pins.
     type: dict
     default: {}

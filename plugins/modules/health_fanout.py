@@ -101,4 +101,8 @@ forks:
   description: How many nodes were checked at a time (Ansible's C(forks)).
   type: int
   returned: always
+ssh_cpu_s:
+  description: The CPU seconds this machine's ssh clients took for all the nodes (user and system).
+  type: float
+  returned: always
 """
