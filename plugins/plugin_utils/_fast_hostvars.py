@@ -19,16 +19,25 @@ group_vars, host_vars, inventory variables, facts, set_fact and extra vars.
 from __future__ import annotations
 
 import multiprocessing
+import os
 
 try:
     from ansible import constants as C
     from ansible.inventory.helpers import get_group_vars, sort_groups
     from ansible.template import is_trusted_as_template
     from ansible.vars.clean import clean_facts, namespace_facts
+    from ansible.inventory.group import InventoryObjectType
+    from ansible.plugins.loader import vars_loader
+    from ansible.utils.path import basedir as _vars_basedir
+    from ansible.utils.vars import combine_vars
     from ansible.vars.hostvars import HostVars
-    from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+    from ansible.vars.plugins import _plugin_should_run, _prime_vars_loader, get_plugin_vars
 except ImportError:  # pragma: no cover - another Ansible: use hostvars as it is
     HostVars = None
+
+# Ansible's own host_vars/ and group_vars/ plugin: a host without a file or directory of its name in host_vars/ gets
+# nothing from it, which the view knows from one listing of the directory instead of a call per host.
+_HOST_GROUP_VARS = "ansible.builtin.host_group_vars"
 
 _MISSING = object()
 _FACTS = ("facts layer",)  # markers in _Layers: the layers built when one of their keys is read
@@ -155,6 +164,8 @@ class FastHostVars(object):
         self._group_memo = {}
         self._views = {}
         self._checked = {}
+        self._plugins = None
+        self._host_vars_names = {}
 
     def templated(self, value):
         """``_templated(value)``, remembered per object: hosts of one group share their group variables' objects."""
@@ -166,13 +177,73 @@ class FastHostVars(object):
             seen = self._checked[id(value)] = (value, _templated(value))
         return seen[1]
 
+    def _vars_plugins(self):
+        """[(name, the plugin when it is stateless, else None)] of the vars plugins that run at the task stage, in the
+        order of ansible.vars.plugins.get_vars_from_path, which looks each one up again for every call."""
+        if self._plugins is None:
+            if vars_loader._paths is None:  # pylint: disable=protected-access
+                _prime_vars_loader()
+            plugins = []
+            for name in list(vars_loader._plugin_instance_cache):  # pylint: disable=protected-access
+                plugin = vars_loader.get(name)
+                if plugin is not None and _plugin_should_run(plugin, "task"):
+                    plugins.append((name, plugin if getattr(plugin, "is_stateless", False) else None))
+            self._plugins = plugins
+        return self._plugins
+
+    def _host_vars_listed(self, path):
+        """The names a host_vars/ file or directory of ``path`` can be for (every entry, with and without its YAML or
+        JSON extension), as Ansible's host_group_vars plugin resolves ``path``; an empty set when there is none."""
+        names = self._host_vars_names.get(path)
+        if names is None:
+            directory = os.path.join(os.path.realpath(_vars_basedir(path)), "host_vars")
+            names = set()
+            if os.path.isdir(directory):
+                for entry in os.listdir(directory):
+                    names.add(entry)
+                    for extension in C.YAML_FILENAME_EXTENSIONS:
+                        if extension and entry.endswith(extension):
+                            names.add(entry[:-len(extension)])
+            self._host_vars_names[path] = names
+        return names
+
+    def _vars_from_path(self, path, entities):
+        """ansible.vars.plugins.get_vars_from_path(loader, path, entities, "task"), with the plugins looked up once and
+        Ansible's host_group_vars not called for a host that has nothing in host_vars/."""
+        data = {}
+        for name, plugin in self._vars_plugins():
+            if plugin is None:
+                plugin = vars_loader.get(name)
+                if plugin is None:
+                    continue
+            if (getattr(plugin, "ansible_name", None) == _HOST_GROUP_VARS
+                    and all(getattr(e, "base_type", None) is InventoryObjectType.HOST for e in entities)
+                    and not any(e.name in self._host_vars_listed(path) for e in entities)):
+                continue
+            new_vars = get_plugin_vars(self._loader, plugin, path, entities)
+            if new_vars != {}:
+                data = combine_vars(data, new_vars)
+        return data
+
     def _plugins_inventory(self, entities):
-        return get_vars_from_inventory_sources(self._loader, self._sources, entities, "task")
+        """ansible.vars.plugins.get_vars_from_inventory_sources(loader, sources, entities, "task")."""
+        data = {}
+        for path in self._sources:
+            if path is None:
+                continue
+            if "," in path and not os.path.exists(path):  # a host list
+                continue
+            if not os.path.isdir(path):
+                path = os.path.dirname(path)
+            new_vars = self._vars_from_path(path, entities)
+            if new_vars != {}:
+                data = combine_vars(data, new_vars)
+        return data
 
     def _plugins_play(self, entities):
         data = {}
         for path in self._basedirs:
-            found = get_vars_from_path(self._loader, path, entities, "task")
+            found = self._vars_from_path(path, entities)
             if found:
                 data.update(found)
         return data

@@ -49,6 +49,9 @@ def hostvars(tmp_path):
     (tmp_path / "group_vars" / "all.yml").write_text("slurm_node_weight: 1\n")
     (tmp_path / "host_vars").mkdir()
     (tmp_path / "host_vars" / "gpu04.yml").write_text("slurm_node_real_memory: 4096\nslurm_node_name: gpu-four\n")
+    (tmp_path / "host_vars" / "gpu01.json").write_text('{"slurm_node_weight": 11}')
+    (tmp_path / "host_vars" / "login01").mkdir()
+    (tmp_path / "host_vars" / "login01" / "main.yml").write_text("site: login-site\n")
     loader = DataLoader()
     inventory = InventoryManager(loader=loader, sources=[str(tmp_path / "hosts.yml")])
     manager = VariableManager(loader=loader, inventory=inventory)
@@ -115,3 +118,21 @@ def test_kept_only_within_a_worker_process(hostvars, monkeypatch):
     monkeypatch.setattr(_fast_hostvars, "_WORKER_VIEW", {})
     first = fast_hostvars(hostvars)
     assert fast_hostvars(hostvars) is first
+
+
+def test_host_group_vars_runs_only_for_hosts_with_a_host_vars_entry(hostvars, monkeypatch):
+    """One listing of host_vars/ instead of a plugin call per host: the same values, and no call for gpu02 and
+    gpu03, which have nothing there (gpu01 has a .json file, gpu04 a .yml file, login01 a directory)."""
+    called = []
+    real = _fast_hostvars.get_plugin_vars
+
+    def counting(loader, plugin, path, entities):
+        called.extend(e.name for e in entities)
+        return real(loader, plugin, path, entities)
+
+    monkeypatch.setattr(_fast_hostvars, "get_plugin_vars", counting)
+    fast = fast_hostvars(hostvars)
+    _same(hostvars, fast)
+    assert fast["gpu01"]["slurm_node_weight"] == 11 and fast["login01"]["site"] == "login-site"
+    hosts_called = set(called) & {"gpu01", "gpu02", "gpu03", "gpu04", "login01"}
+    assert hosts_called == {"gpu01", "gpu04", "login01"}, called
