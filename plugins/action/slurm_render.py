@@ -27,7 +27,7 @@ from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars impo
 # The lines each file's template reads, as the variables the slurm role's templates name them.
 LINE_VARIABLES = {"node": "__slurm_node_lines", "gres": "__slurm_gres_lines", "partition": "__slurm_partition_lines",
                   "topology": "__slurm_topology_lines"}
-ARGS = ("hosts", "partitions", "fabric", "gpu_type_map", "autodetect", "templates")
+ARGS = ("hosts", "group", "partitions", "fabric", "gpu_type_map", "autodetect", "templates")
 
 
 class ActionModule(ActionBase):
@@ -72,7 +72,9 @@ class ActionModule(ActionBase):
     def _lines(args, task_vars):
         hostvars = fast_hostvars(task_vars.get("hostvars", {}))
         groups = task_vars.get("groups", {})
-        hosts = args.get("hosts") or []
+        # a group's name rather than its 10,000 host names: Ansible sends a task's templated options back to the main
+        # process with the result, each name with its origin
+        hosts = groups.get(args["group"]) or [] if args.get("group") else args.get("hosts") or []
         type_map = args.get("gpu_type_map")
         with _stage("slurm_node_lines"):
             specs = render.node_specs(hosts, hostvars, render.DEFAULTS, type_map)
