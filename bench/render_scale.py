@@ -15,7 +15,9 @@ render and a one-task playbook on the same inventory (Ansible's floor: what it c
 times, alternately, so that the load of a shared machine falls on both alike. It measures the wall time, the CPU time
 (user + system of the ansible-playbook process tree) and the peak memory (its largest resident set), all from
 getrusage(RUSAGE_CHILDREN) of a fresh process per run, and prints the median of each with the ratio of the render's
-to the floor's, and the lines of the files. The target is a ratio: the render's CPU time at most 1.5x the floor's at
+to the floor's, and the lines of the files. Each size is measured twice: the step alone (with no facts it gathers the
+controller's minimal facts, a module run), and with the controller's facts known (a jsonfile fact cache filled by one
+untimed run, for the render and the floor alike), which is how a site run reaches it after its preflight. The target is a ratio: the render's CPU time at most 1.5x the floor's at
 10,000 nodes (the wall ratio is printed beside it; on a loaded machine wall time also counts the waits for a CPU).
 Absolute seconds are printed, never judged.
 
@@ -44,6 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 # Part b: the render's cost (CPU time) at most this many times a one-task playbook's on the same inventory (issue 24).
 TARGET_RATIO = 1.5
 TARGET_NODES = 10000
+# Part b measures the step twice: run alone (it gathers the controller's minimal facts) and with the facts known.
+VARIANTS = ("alone", "facts known")
 
 
 # The checkout as ansible_collections.gpucluster.ops (bin/_gpucluster_bootstrap.py); Ansible itself comes from the venv.
@@ -214,18 +218,26 @@ def part_b(sizes, repeat):
             with open(baseline, "w") as handle:
                 handle.write(BASELINE_PLAY)
             render = render_argv(inventory_file, write_render_play(work), playbook=playbook)
-            runs, base = [], []
-            for _attempt in range(repeat):  # alternately, so that a change of load falls on both
-                runs.append(_measured(render, env))
-                base.append(_measured([playbook, "-i", inventory_file, baseline], env))
-            files = rendered_files(runs[-1]["stdout"])
-            lines = {name: sum(1 for line in files[name].splitlines() if line.strip() and not line.startswith("#"))
-                     for name in ("slurm.conf", "gres.conf", "topology.conf")}
-            row = dict(lines, nodes=nodes, runs=repeat)
-            for key in ("seconds", "cpu_seconds", "peak_mib"):
-                row[key] = statistics.median(r[key] for r in runs)
-                row["base_" + key] = statistics.median(r[key] for r in base)
-            rows.append(row)
+            for variant in VARIANTS:
+                # "facts known": the controller's facts in a fact cache, filled by one untimed run, as a site run has
+                # them from its preflight; "alone": the step run by itself gathers the controller's minimal facts
+                variant_env = dict(env)
+                if variant == "facts known":
+                    variant_env.update(ANSIBLE_CACHE_PLUGIN="jsonfile",
+                                       ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts-%d" % nodes))
+                    _measured(render, variant_env)
+                runs, base = [], []
+                for _attempt in range(repeat):  # alternately, so that a change of load falls on both
+                    runs.append(_measured(render, variant_env))
+                    base.append(_measured([playbook, "-i", inventory_file, baseline], variant_env))
+                files = rendered_files(runs[-1]["stdout"])
+                lines = {name: sum(1 for line in files[name].splitlines() if line.strip() and not line.startswith("#"))
+                         for name in ("slurm.conf", "gres.conf", "topology.conf")}
+                row = dict(lines, nodes=nodes, runs=repeat, variant=variant)
+                for key in ("seconds", "cpu_seconds", "peak_mib"):
+                    row[key] = statistics.median(r[key] for r in runs)
+                    row["base_" + key] = statistics.median(r[key] for r in base)
+                rows.append(row)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return rows
@@ -238,27 +250,33 @@ def _ratio(row, key):
 def print_table_b(title, rows):
     """Print part b's rows: medians of the render run and of the floor, their ratios, and the lines of each file."""
     print(title)
-    header = ("nodes", "runs", "wall s", "floor s", "wall x", "CPU s", "floor CPU", "CPU x", "target", "MiB",
+    header = ("nodes", "facts", "runs", "wall s", "floor s", "wall x", "CPU s", "floor CPU", "CPU x", "target", "MiB",
               "floor MiB", "MiB x", "slurm.conf", "gres.conf", "topology.conf")
-    print("%6s %4s %7s %7s %6s %7s %9s %6s %6s %6s %9s %5s %10s %9s %13s" % header)
+    print("%6s %-11s %4s %7s %7s %6s %7s %9s %6s %6s %6s %9s %5s %10s %9s %13s" % header)
     for row in rows:
-        print("%6d %4d %7.2f %7.2f %6.2f %7.2f %9.2f %6.2f %6s %6.0f %9.0f %5.2f %10d %9d %13d" % (
-            row["nodes"], row["runs"], row["seconds"], row["base_seconds"], _ratio(row, "seconds"), row["cpu_seconds"],
+        print("%6d %-11s %4d %7.2f %7.2f %6.2f %7.2f %9.2f %6.2f %6s %6.0f %9.0f %5.2f %10d %9d %13d" % (
+            row["nodes"], row["variant"], row["runs"], row["seconds"], row["base_seconds"], _ratio(row, "seconds"),
+            row["cpu_seconds"],
             row["base_cpu_seconds"], _ratio(row, "cpu_seconds"), "%.1fx" % TARGET_RATIO, row["peak_mib"],
             row["base_peak_mib"], _ratio(row, "peak_mib"), row["slurm.conf"], row["gres.conf"], row["topology.conf"]))
     print("(medians of the runs; 'floor': a one-task playbook on the same inventory, run alternately with the render; "
-          "'x': render / floor; slurm.conf lines: keys, NodeName and PartitionName lines)")
+          "'x': render / floor; facts: 'alone' gathers the controller's minimal facts first, as the step run by itself "
+          "does, 'facts known' has them in a fact cache, as a site run has them from its preflight (render and floor "
+          "alike); slurm.conf lines: keys, NodeName and PartitionName lines)")
 
 
 def _check_b(rows):
-    last = rows[-1]
-    if last["nodes"] < TARGET_NODES:
-        return 0
-    ratio, wall = _ratio(last, "cpu_seconds"), _ratio(last, "seconds")
-    verdict = "met" if ratio <= TARGET_RATIO else "missed"
-    print("target %s: the render costs %.2fx the floor's CPU time at %d nodes (target <= %.1fx; wall %.2fx, memory "
-          "%.2fx)" % (verdict, ratio, last["nodes"], TARGET_RATIO, wall, _ratio(last, "peak_mib")))
-    return 0 if verdict == "met" else 1
+    status = 0
+    for last in rows:
+        if last["nodes"] < TARGET_NODES:
+            continue
+        ratio, wall = _ratio(last, "cpu_seconds"), _ratio(last, "seconds")
+        verdict = "met" if ratio <= TARGET_RATIO else "missed"
+        print("target %s (%s): the render costs %.2fx the floor's CPU time at %d nodes (target <= %.1fx; wall %.2fx, "
+              "memory %.2fx)" % (verdict, last["variant"], ratio, last["nodes"], TARGET_RATIO, wall,
+                                 _ratio(last, "peak_mib")))
+        status |= 0 if verdict == "met" else 1
+    return status
 
 
 def _check_a(rows):

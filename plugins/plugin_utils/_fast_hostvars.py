@@ -87,6 +87,12 @@ class _HostView(object):
     def __contains__(self, key):
         return key in self._vars
 
+    @property
+    def shared_key(self):
+        """A key that hosts with the same variables share (variables from their groups alone), else None: what is
+        derived from a host's variables alone may be derived once for all hosts of one key."""
+        return getattr(self._vars, "shared_key", None)
+
 
 class _Layers(object):
     """One host's variables as the layers of ``get_vars()`` (facts not injected as variables), read without merging
@@ -95,7 +101,7 @@ class _Layers(object):
     (``ansible_facts``, ``ansible_local``) is built when one of them is read, without the deep copy of
     ``namespace_facts()`` (the view is read-only); the magic variables when one of them is read."""
 
-    __slots__ = ("_owner", "_host", "_layers", "_facts")
+    __slots__ = ("_owner", "_host", "_layers", "_facts", "shared_key")
     _FACT_KEYS = ("ansible_facts", "ansible_local")
     _MAGIC_KEYS = ("inventory_hostname", "inventory_hostname_short", "group_names")
 
@@ -106,10 +112,17 @@ class _Layers(object):
         name = host.name
         # highest precedence first: the facts layer (_FACTS) sits between include_vars and the vars plugins, the magic
         # variables (_MAGIC) above the inventory's host variables, as Host.get_vars() combines them
+        own = (owner._set_facts.get(name), owner._vars_cache.get(name),  # pylint: disable=protected-access
+               owner._plugins_play([host]), owner._plugins_inventory([host]))  # pylint: disable=protected-access
+        group_part = owner._group_part(host)  # pylint: disable=protected-access
         self._layers = [layer for layer in (
-            owner._extra_vars, owner._set_facts.get(name), owner._vars_cache.get(name), _FACTS,  # pylint: disable=protected-access
-            owner._plugins_play([host]), owner._plugins_inventory([host]), _MAGIC,  # pylint: disable=protected-access
-            host.vars, owner._group_part(host)) if layer]  # pylint: disable=protected-access
+            owner._extra_vars, own[0], own[1], _FACTS, own[2], own[3], _MAGIC, host.vars, group_part) if layer]
+        # Hosts whose variables are their groups' alone (no variable, fact or file of their own besides the inventory
+        # file's name) share this key: one group part, the same inventory file. None for any other host.
+        inventory_vars = host.vars or {}
+        self.shared_key = None
+        if not any(own) and not owner.host_facts(host) and set(inventory_vars) <= {"inventory_file", "inventory_dir"}:
+            self.shared_key = (id(group_part), inventory_vars.get("inventory_file"), inventory_vars.get("inventory_dir"))
 
     def _fact_layer(self):
         if self._facts is None:

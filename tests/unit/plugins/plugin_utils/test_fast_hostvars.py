@@ -136,3 +136,56 @@ def test_host_group_vars_runs_only_for_hosts_with_a_host_vars_entry(hostvars, mo
     assert fast["gpu01"]["slurm_node_weight"] == 11 and fast["login01"]["site"] == "login-site"
     hosts_called = set(called) & {"gpu01", "gpu02", "gpu03", "gpu04", "login01"}
     assert hosts_called == {"gpu01", "gpu04", "login01"}, called
+
+
+SHARED_INVENTORY = """
+all:
+  children:
+    slurm_compute:
+      vars:
+        slurm_node_cpus: 128
+        slurm_node_real_memory: 1000000
+        slurm_node_gres: [{name: gpu, type: a100, count: 8}]
+      children:
+        plain:
+          hosts:
+            n001:
+            n002:
+            n003:
+        nvme:
+          vars:
+            slurm_node_features: [nvme]
+          hosts:
+            n004:
+            n005: {slurm_node_weight: 5}
+            n006:
+            n007:
+"""
+
+
+def test_hosts_with_group_variables_alone_share_a_key_and_their_node_specs_are_each_their_own(tmp_path):
+    """node_specs makes one spec per shared key and copies it: every spec must equal the one made from the host's
+    own variables (Ansible's hostvars, no sharing), whatever the host has of its own (variables, facts, files)."""
+    from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_render as render
+    context.CLIARGS = ImmutableDict(verbosity=0)
+    (tmp_path / "hosts.yml").write_text(SHARED_INVENTORY)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "n007.yml").write_text("slurm_node_real_memory: 500000\n")
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(tmp_path / "hosts.yml")])
+    manager = VariableManager(loader=loader, inventory=inventory)
+    manager.set_host_facts("n002", {"processor_vcpus": 64})                       # gathered facts
+    manager.set_nonpersistent_facts("n003", {"slurm_node_name": "node-three"})   # set_fact
+    hostvars = HostVars(inventory=inventory, variable_manager=manager, loader=loader)
+    fast = fast_hostvars(hostvars)
+    hosts = ["n%03d" % i for i in range(1, 8)]
+    keys = {h: fast[h].shared_key for h in hosts}
+    assert keys["n001"] is not None and keys["n004"] is not None and keys["n001"] != keys["n004"]
+    assert keys["n006"] == keys["n004"]
+    assert all(keys[h] is None for h in ("n002", "n003", "n005", "n007")), keys
+    slow_specs = render.node_specs(hosts, hostvars, render.DEFAULTS)
+    fast_specs = render.node_specs(hosts, fast, render.DEFAULTS)
+    as_dicts = [[{k: getattr(s, k) for k in render.NodeSpec.__slots__} for s in specs] for specs in (slow_specs, fast_specs)]
+    assert as_dicts[0] == as_dicts[1]
+    assert [s.name for s in fast_specs] == ["n001", "n002", "node-three", "n004", "n005", "n006", "n007"]
+    assert fast_specs[5].features == ["nvme"] and fast_specs[6].memory != fast_specs[5].memory
