@@ -3,8 +3,9 @@
 #   gpucluster/debian-systemd:bookworm   Debian 12
 #   gpucluster/debian-systemd:trixie     Debian 13
 # Each is a debootstrap (minbase + python3, python3-apt, systemd, dbus) imported into Docker, then the systemd
-# layer of images/debian-systemd/Dockerfile. An image is rebuilt only when its recipe (this script and the
-# Dockerfile) changes: the recipe's hash is stored as the label org.gpucluster.recipe.
+# layer of images/debian-systemd/Dockerfile (with the test images' bytecode cache for Ansible's modules,
+# images/debian-systemd/gpucluster_zipcache.py). An image is rebuilt only when its recipe (this script, the Dockerfile
+# and that file) changes: the recipe's hash is stored as the label org.gpucluster.recipe.
 # Usage: build-images.sh [--force] [SUITE...]     (default suites: bookworm trixie)
 set -euo pipefail
 
@@ -27,7 +28,8 @@ done
 # The rootfs recipe (what debootstrap makes) and the full recipe (rootfs + systemd layer) are hashed apart, so a
 # change to the Dockerfile alone does not redo the debootstrap.
 rootfs_recipe=$(echo "debootstrap minbase $mirror $packages" | sha256sum | cut -c1-16)
-recipe=$( (echo "$rootfs_recipe"; echo "$security_mirror"; cat "$0" "$here/images/debian-systemd/Dockerfile") | sha256sum | cut -c1-16)
+recipe=$( (echo "$rootfs_recipe"; echo "$security_mirror"; cat "$0" "$here/images/debian-systemd/Dockerfile" \
+    "$here/images/debian-systemd/gpucluster_zipcache.py") | sha256sum | cut -c1-16)
 
 build_one() {
     local suite=$1 tag="$repo:$1" have root
