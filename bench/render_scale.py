@@ -17,8 +17,9 @@ times, alternately, so that the load of a shared machine falls on both alike. It
 getrusage(RUSAGE_CHILDREN) of a fresh process per run, and prints the median of each with the ratio of the render's
 to the floor's, and the lines of the files. Each size is measured twice: the step alone (with no facts it gathers the
 controller's minimal facts, a module run), and with the controller's facts known (a jsonfile fact cache filled by one
-untimed run, for the render and the floor alike), which is how a site run reaches it after its preflight. The target is a ratio: the render's CPU time at most 1.5x the floor's at
-10,000 nodes (the wall ratio is printed beside it; on a loaded machine wall time also counts the waits for a CPU).
+untimed run, for the render and the floor alike), which is how a site run reaches it after its preflight. The
+target is a ratio: the render's CPU time at most 1.5x the floor's at 10,000 nodes (the wall ratio is printed beside
+it; on a loaded machine wall time also counts the waits for a CPU).
 Absolute seconds are printed, never judged.
 
 Run from the checkout with the project's virtualenv: .venv/bin/python bench/render_scale.py [--sizes 50,400]
