@@ -7,7 +7,8 @@ playbooks/tasks/health_record.yml builds a node's record from its own tasks' res
 ``ansible.builtin.raw``, and the ``gpu_health`` module where the checker is not installed) through the filter
 ``gpucluster.ops.health_sweep_record``; the action ``gpucluster.ops.health_fanout`` builds the records of the nodes it
 probed over ssh, all at once, with the same function. The fleet report is then the same whichever way a node was
-checked (tests/unit/test_health_sweep_record.py, bench/fleet_sweep.py).
+checked (tests/unit/plugins/plugin_utils/test_health_sweep.py, tests/unit/test_health_sweep_playbook.py,
+tests/integration/test_fleet_sweep_ssh.py).
 """
 
 from __future__ import annotations
