@@ -20,7 +20,7 @@ export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
 .PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast docs molecule cluster cluster-test cluster-down time-report time-table test \
-	test-clock lab lab-down build build-check lock clean
+	lab lab-down build build-check lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -93,14 +93,12 @@ time-report: setup ## The last molecule run's times against molecule/budget.yml 
 time-table: setup ## Write README's time table from the last run (scripts/time-report.py --readme)
 	scripts/time-report.py --readme
 
-test: test-clock lint sanity unit integration build-check docs molecule ## Everything CI runs
-	@echo "end_epoch=$$(date +%s)" >>.cache/molecule-logs/make-test
-	@scripts/time-report.py --summary
+# What make test checks beside the molecule scenarios (scripts/make-test.sh: the scenarios start first, these run
+# at a lower CPU priority in the CPU the scenarios leave idle; it times both for the time report).
+CHECKS := lint sanity unit integration build-check docs
 
-# make test's own time, for the time report (it counts only when the whole of make test got to its end).
-test-clock:
-	@mkdir -p .cache/molecule-logs
-	@echo "start_epoch=$$(date +%s)" >.cache/molecule-logs/make-test
+test: setup platform ## Everything CI runs: every molecule scenario, and beside them lint, sanity, unit, integration, build and docs checks
+	@SCENARIOS="$(SCENARIOS)" scripts/make-test.sh "$(MAKE)" $(CHECKS)
 
 docs: setup ## HTML docs of every module, filter and role (antsibull-docs, warnings are errors) into .cache/docs
 	scripts/docs.sh

@@ -313,6 +313,20 @@ def test_readme_make_test_and_molecule_rows_come_from_a_full_passing_run(tmp_pat
     assert "the longest: alpha 80 s, beta 40 s, gamma 30 s" in rows["`make molecule`"]
 
 
+def test_readme_make_test_row_with_the_checks_beside_the_scenarios(tmp_path):
+    """scripts/make-test.sh runs the checks beside the scenarios and records their own time: the row says so."""
+    root, logdir = make_run(tmp_path, [("alpha", "passed", 80), ("beta", "passed", 40), ("gamma", "passed", 30)],
+                            make_test={"start_epoch": 900, "checks_s": 500, "end_epoch": 1200})
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    tr.write_readme(str(readme), collect(root, logdir))
+    rows = {tr._row_key(line): line for line in readme.read_text().splitlines() if line.startswith("| `")}
+    assert rows["`make test`"].startswith(
+        "| `make test` | 5 min of the 30 min budget (2025-12-01 at abc1234, load 1.5 at the end): the 3 molecule "
+        "scenarios 2 at a time 2 min 30 s (150 s), and beside them lint, sanity, unit, integration and build checks "
+        "8 min 20 s |")
+
+
 def test_readme_without_markers_is_refused(tmp_path):
     root, logdir = make_run(tmp_path, [("alpha", "passed", 80)])
     readme = tmp_path / "README.md"

@@ -119,7 +119,8 @@ def test_weights_shares_and_budgets_in_billing(ctl, offpeak_on):
 
 def test_the_team_that_used_less_gets_the_higher_priority(scenario, ctl, offpeak_on):
     del offpeak_on
-    job = _job(ctl, "alice", "--account=research --gpus=4 --wrap='sleep 75'")
+    # 8 GPUs for 40 s: research's usage (GPU-seconds x the GPU's billing weight) well above development's
+    job = _job(ctl, "alice", "--account=research --gpus=8 --wrap='sleep 40'")
     _wait(_gone(ctl, job), 150, "research's job to end")
 
     # Fair Tree (Slurm's default): an account's LevelFS is its shares over its usage among its siblings (higher: owed
@@ -170,9 +171,10 @@ def test_an_offpeak_job_counts_at_the_factor(ctl, offpeak_on):
     try:
         _limit, billing_before = _used(ctl, "development", "billing")
         _limit, gpu_before = _used(ctl, "development", "gres/gpu")
-        cheap = _job(ctl, "bob", "--account=development --partition=offpeak --gpus=2 --wrap='sleep 130'")
+        # a whole node's 8 GPUs for 40 s: more than 4 GPU-minutes, so the counters' rounding stays small beside them
+        cheap = _job(ctl, "bob", "--account=development --partition=offpeak --gpus=8 --wrap='sleep 40'")
         _wait(_gone(ctl, cheap), 240, "the off-peak job to end")
-        assert _alloc_billing(ctl, cheap) == int(2 * 1000 * FACTOR)
+        assert _alloc_billing(ctl, cheap) == int(8 * 1000 * FACTOR)
 
         def grown():
             gpu = _used(ctl, "development", "gres/gpu")[1] - gpu_before
