@@ -37,9 +37,30 @@ results=$logs/results
     echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "jobs=$jobs"
     echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    cpu_record start
     if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
     echo "scenarios=${scenarios[*]}"
 } >"$logs/run"
+
+# Where the machine's CPU went (for the time report): busy and idle CPU seconds of the whole machine (/proc/stat,
+# every core), and the CPU seconds of Docker's containers (the nodes' own work: dpkg, daemons, the simulator, the
+# commands the tests run in them; cgroup v1 or v2). "-" where it cannot be read.
+cpu_record() {
+    local prefix=$1 busy=- idle=- nodes=- ns
+    if read -r _ u n s i io irq sirq st _ </proc/stat 2>/dev/null; then
+        busy=$(( (u + n + s + irq + sirq + st) / $(getconf CLK_TCK) ))
+        idle=$(( (i + io) / $(getconf CLK_TCK) ))
+    fi
+    if ns=$(cat /sys/fs/cgroup/cpuacct/docker/cpuacct.usage 2>/dev/null); then
+        nodes=$(( ns / 1000000000 ))
+    elif [ -d /sys/fs/cgroup/system.slice ]; then
+        nodes=$(cat /sys/fs/cgroup/system.slice/docker-*.scope/cpu.stat 2>/dev/null \
+                | awk '$1 == "usage_usec" {t += $2} END {print int(t / 1000000)}')
+    fi
+    echo "${prefix}_cpu_busy_s=$busy"
+    echo "${prefix}_cpu_idle_s=$idle"
+    echo "${prefix}_containers_cpu_s=$nodes"
+}
 
 # Prefix each line of stdin with the seconds since $1 (microseconds since the epoch), to a tenth of a second.
 stamp() {
@@ -75,6 +96,7 @@ wait
     echo "wall_s=$SECONDS"
     echo "end_epoch=$(date +%s)"
     echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    cpu_record end
 } >>"$logs/run"
 echo "=== molecule summary ($jobs at a time, $SECONDS s in all)"
 if ! scripts/time-report.py --logs "$logs"; then

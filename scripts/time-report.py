@@ -327,6 +327,22 @@ def module_times(scenario):
     return [(m, junit["modules"][m]["seconds"]) for m in junit["order"]]
 
 
+def cpu_line(run):
+    """Where the machine's CPU went during the run (scripts/molecule.sh's cpu_record at its start and end), or None."""
+    def delta(key):
+        start, end = _int(run.get(f"start_{key}")), _int(run.get(f"end_{key}"))
+        return None if start is None or end is None or end < start else end - start
+    busy, idle, nodes = delta("cpu_busy_s"), delta("cpu_idle_s"), delta("containers_cpu_s")
+    if busy is None or idle is None or busy + idle == 0:
+        return None
+    line = (f"machine CPU during the run: {busy} s busy of {busy + idle} s ({pct(busy, busy + idle)} busy, every core "
+            f"and everything on the machine counted)")
+    if nodes is not None and nodes <= busy:
+        line += (f"; the containers' own {nodes} s ({pct(nodes, busy)} of the busy time), the rest {busy - nodes} s "
+                 f"(Ansible, molecule, pytest, docker's clients and anything else on the machine)")
+    return line
+
+
 def summary_lines(data):
     lines = []
     budget = data["budget"]
@@ -419,6 +435,9 @@ def report_lines(data, budget_path):
             line += (f"; partial run ({len(data['scenarios'])} of {len(data['present'])} scenarios): "
                      f"the molecule budget ({budget['molecule']} s) is for all of them")
         lines.append(line)
+    cpu = cpu_line(run)
+    if cpu:
+        lines.append(cpu)
     if data["make_test"] is not None:
         line = f"make test {data['make_test']} s ({fmt_duration(data['make_test'])})"
         if budget["make_test"]:

@@ -355,3 +355,20 @@ def test_the_report_prints_from_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("molecule time report: run 2025-12-01T10:00:00Z at abc1234, 2 at a time, load 0.5 -> 1.5")
     assert len(re.findall(r"^alpha +passed +80 s", out, re.M)) == 1
+
+
+def test_the_cpu_line_splits_the_busy_time_between_the_containers_and_the_rest(tmp_path):
+    run = {"start_cpu_busy_s": 1000, "end_cpu_busy_s": 1300, "start_cpu_idle_s": 50, "end_cpu_idle_s": 150,
+           "start_containers_cpu_s": 10, "end_containers_cpu_s": 130}
+    root, logdir = make_run(tmp_path, [("alpha", "passed", 80)], run=run)
+    text = "\n".join(tr.report_lines(collect(root, logdir), str(root / "molecule" / "budget.yml")))
+    assert ("machine CPU during the run: 300 s busy of 400 s (75% busy, every core and everything on the machine "
+            "counted); the containers' own 120 s (40% of the busy time), the rest 180 s") in text
+
+
+def test_no_cpu_line_when_a_value_is_missing_or_unreadable(tmp_path):
+    for run in ({}, {"start_cpu_busy_s": 1000, "end_cpu_busy_s": 1300, "start_cpu_idle_s": "-",
+                     "end_cpu_idle_s": 150}):
+        root, logdir = make_run(tmp_path / str(len(run)), [("alpha", "passed", 80)], run=run)
+        text = "\n".join(tr.report_lines(collect(root, logdir), str(root / "molecule" / "budget.yml")))
+        assert "machine CPU" not in text
