@@ -30,23 +30,11 @@ logs=.cache/molecule-logs
 mkdir -p "$logs"
 results=$logs/results
 : >"$results"
-# This run, for the report: when, where, how many at a time and which scenarios ("all" when none were named).
-{
-    echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "start_epoch=$(date +%s)"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "jobs=$jobs"
-    echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-    cpu_record start
-    if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
-    echo "scenarios=${scenarios[*]}"
-} >"$logs/run"
-
 # Where the machine's CPU went (for the time report): busy and idle CPU seconds of the whole machine (/proc/stat,
 # every core), and the CPU seconds of Docker's containers (the nodes' own work: dpkg, daemons, the simulator, the
 # commands the tests run in them; cgroup v1 or v2). "-" where it cannot be read.
 cpu_record() {
-    local prefix=$1 busy=- idle=- nodes=- ns
+    local prefix=$1 busy=- idle=- nodes=- ns u n s i io irq sirq st
     if read -r _ u n s i io irq sirq st _ </proc/stat 2>/dev/null; then
         busy=$(( (u + n + s + irq + sirq + st) / $(getconf CLK_TCK) ))
         idle=$(( (i + io) / $(getconf CLK_TCK) ))
@@ -61,6 +49,18 @@ cpu_record() {
     echo "${prefix}_cpu_idle_s=$idle"
     echo "${prefix}_containers_cpu_s=$nodes"
 }
+
+# This run, for the report: when, where, how many at a time and which scenarios ("all" when none were named).
+{
+    echo "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "start_epoch=$(date +%s)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "jobs=$jobs"
+    echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    cpu_record start
+    if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
+    echo "scenarios=${scenarios[*]}"
+} >"$logs/run"
 
 # Prefix each line of stdin with the seconds since $1 (microseconds since the epoch), to a tenth of a second.
 stamp() {
