@@ -299,13 +299,18 @@ def test_readme_rows_are_written_between_the_markers_and_the_others_kept(tmp_pat
     assert rows[4].startswith("| `molecule/gamma` | 30 s (no budget), 2 at a time")
 
 
-def test_readme_make_test_and_molecule_rows_come_from_a_full_passing_run(tmp_path):
+def readme_rows(tmp_path, make_test):
+    """{first cell: row} of README's time table written from a full passing run of three scenarios."""
     root, logdir = make_run(tmp_path, [("alpha", "passed", 80), ("beta", "passed", 40), ("gamma", "passed", 30)],
-                            make_test={"start_epoch": 900, "end_epoch": 2300})
+                            make_test=make_test)
     readme = tmp_path / "README.md"
     readme.write_text(README)
     tr.write_readme(str(readme), collect(root, logdir))
-    rows = {tr._row_key(line): line for line in readme.read_text().splitlines() if line.startswith("| `")}
+    return {tr._row_key(line): line for line in readme.read_text().splitlines() if line.startswith("| `")}
+
+
+def test_readme_make_test_and_molecule_rows_come_from_a_full_passing_run(tmp_path):
+    rows = readme_rows(tmp_path, {"start_epoch": 900, "end_epoch": 2300})
     assert rows["`make test`"].startswith(
         "| `make test` | 23 min 20 s of the 30 min budget (2025-12-01 at abc1234, load 1.5 at the end): lint, sanity,"
         " unit, integration and build checks 20 min 50 s, the 3 molecule scenarios 2 at a time 2 min 30 s (150 s) |")
@@ -315,12 +320,7 @@ def test_readme_make_test_and_molecule_rows_come_from_a_full_passing_run(tmp_pat
 
 def test_readme_make_test_row_with_the_checks_beside_the_scenarios(tmp_path):
     """scripts/make-test.sh runs the checks beside the scenarios and records their own time: the row says so."""
-    root, logdir = make_run(tmp_path, [("alpha", "passed", 80), ("beta", "passed", 40), ("gamma", "passed", 30)],
-                            make_test={"start_epoch": 900, "checks_s": 500, "end_epoch": 1200})
-    readme = tmp_path / "README.md"
-    readme.write_text(README)
-    tr.write_readme(str(readme), collect(root, logdir))
-    rows = {tr._row_key(line): line for line in readme.read_text().splitlines() if line.startswith("| `")}
+    rows = readme_rows(tmp_path, {"start_epoch": 900, "checks_s": 500, "end_epoch": 1200})
     assert rows["`make test`"].startswith(
         "| `make test` | 5 min of the 30 min budget (2025-12-01 at abc1234, load 1.5 at the end): the 3 molecule "
         "scenarios 2 at a time 2 min 30 s (150 s), and beside them lint, sanity, unit, integration and build checks "
