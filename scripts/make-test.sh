@@ -5,8 +5,8 @@
 # containers, Slurm and the jobs of their tests. Every check runs to its end even when one fails (make -k); make
 # test fails when any check or any scenario failed. The molecule lines are prefixed "[molecule] ".
 #
-# .cache/molecule-logs/make-test gets start_epoch (MAKE_TEST_START_EPOCH when set), checks_s (the checks' own wall time), end_epoch, for
-# scripts/time-report.py, which prints the budget summary at the end.
+# .cache/molecule-logs/make-test gets start_epoch (MAKE_TEST_START_EPOCH when set), checks_s (the checks' own wall
+# time) and end_epoch, for scripts/time-report.py, which prints the budget summary at the end.
 #   scripts/make-test.sh MAKE CHECK...
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
