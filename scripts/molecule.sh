@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2: scenarios
-# spend most of their time waiting on apt and containers), print each one's time and result, and fail when any
-# failed. Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the
-# seconds since the scenario started (so that scripts/time-report.py can time molecule's stages); a failed
-# one's tail is printed. The verifier writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
+# Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 3: the two shared
+# clusters spend most of their test modules waiting on Slurm, jobs and timeouts, so the role scenarios run beside
+# them instead of after one of them), print each one's time and result, and fail when any failed. Each scenario's
+# full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
+# started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
+# writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
 # At the end scripts/time-report.py prints every time against molecule/budget.yml; it never fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -20,12 +21,15 @@ for name in sorted(names, key=lambda n: -(budget.get(n) or 0)):
 PY
 )
 fi
-jobs=${MOLECULE_JOBS:-2}
+jobs=${MOLECULE_JOBS:-3}
 # Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
 # starts it, as anyone else it only checks) before a scenario's containers come up without it.
 scripts/ensure-apt-cache.sh || exit 1
 # Lines reach the log as they are written, so that their timestamps are right.
 export PYTHONUNBUFFERED=1
+# Plain lines, as the Makefile asks, also when this script runs alone: the time report reads molecule's plain
+# "[scenario > stage] Executing" markers, which colour turns into another format.
+export PY_COLORS=${PY_COLORS:-0} ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-false}
 logs=.cache/molecule-logs
 mkdir -p "$logs"
 results=$logs/results
@@ -73,7 +77,7 @@ stamp() {
 
 run_one() {
     local s=$1 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
-    rm -f "$logs/$s.junit.xml"
+    rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl"
     echo "=== molecule test -s $s (log: $log)"
     if molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
@@ -83,6 +87,11 @@ run_one() {
         tail -n 60 "$log"
     fi
     echo "=== $s done in $((SECONDS - start)) s"
+    # The scenario's controller-side CPU (molecule, Ansible and its docker clients, pytest): this subshell's children,
+    # from bash's own `times` (run here, not in a command substitution, which would be a new process).
+    times >"$logs/$s.times"
+    awk 'NR == 2 {t = 0; for (i = 1; i <= 2; i++) {split($i, p, "m"); t += p[1] * 60 + p[2]}
+                  printf "controller_cpu_s=%.0f\n", t}' "$logs/$s.times" >"$logs/$s.cpu" && rm -f "$logs/$s.times"
 }
 
 for s in "${scenarios[@]}"; do

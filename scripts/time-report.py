@@ -9,6 +9,9 @@ wall time), `results` (each scenario's result and time), `<scenario>.log` (molec
 with the seconds since the scenario started: molecule's "[<scenario> > <action>] Executing" and "... Executed: ..."
 lines time its stages) and `<scenario>.junit.xml` (the testinfra verifier's JUnit file: a test module's time is
 its test cases' times summed, so fixture setup and teardown are in it). `make test` adds `make-test` (start and end).
+Where the CPU went: `<scenario>.cpu` (the controller-side CPU of the scenario's molecule run, from bash's `times`) and,
+for the shared cluster scenarios, `<scenario>.cpu.jsonl` (tests/support/cpu_account.py: the containers' CPU before
+verify, then each test module's controller and node CPU, then the verify session's controller CPU).
 
 It is a report: being over budget is said, never an error. Exit status 0 unless an argument or the README's
 markers are wrong (--readme).
@@ -20,6 +23,7 @@ markers are wrong (--readme).
 """
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -155,6 +159,29 @@ def read_junit(path):
     return {"modules": modules, "order": order, "session": session}
 
 
+def read_cpu_records(path):
+    """A cluster scenario's <scenario>.cpu.jsonl as {"modules": {module: record}, "start": line or None, "end": line
+    or None}; None when absent. A line that is not JSON is left out (the file of a session cut short)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    found = {"modules": {}, "start": None, "end": None}
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("session") in ("start", "end"):
+            found[record["session"]] = record
+        elif isinstance(record.get("module"), str):
+            found["modules"][record["module"]] = record
+    return found
+
+
 def _seconds(value, where, warnings):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         warnings.append(f"{where}: {value!r} is not a number of seconds; taken as no budget")
@@ -226,7 +253,10 @@ def collect(logs, budget_path, root=ROOT):
     for name, result, seconds in sorted(read_results(os.path.join(logs, "results"))):
         stages = read_stages(os.path.join(logs, f"{name}.log"), name)
         junit = read_junit(os.path.join(logs, f"{name}.junit.xml"))
+        cpu = {"controller": _int(read_keyvalues(os.path.join(logs, f"{name}.cpu")).get("controller_cpu_s")),
+               "records": read_cpu_records(os.path.join(logs, f"{name}.cpu.jsonl"))}
         scenarios.append({"name": name, "result": result, "seconds": seconds, "stages": stages, "junit": junit,
+                          "cpu": cpu,
                           "budget": budget["scenarios"].get(name),
                           "module_budget": budget["modules"].get(name, {})})
     wall = _int(run.get("wall_s"))
@@ -343,6 +373,41 @@ def cpu_line(run):
     return line
 
 
+def _cpu_cell(seconds):
+    return "-" if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) else f"{seconds:.0f} s"
+
+
+def scenario_cpu_lines(scenarios):
+    """For each scenario with a CPU record of its verify (the shared clusters): where its CPU went, before verify
+    and in it."""
+    lines = []
+    for s in scenarios:
+        cpu = s.get("cpu") or {}
+        records = cpu.get("records")
+        if not records:
+            continue
+        parts = []
+        controller = cpu.get("controller")
+        verify = (records.get("end") or {}).get("controller_cpu_s")
+        if isinstance(controller, int) and isinstance(verify, (int, float)) and verify <= controller:
+            parts.append(f"controller {controller} s in all, {verify:.0f} s of it in verify and "
+                         f"{controller - verify:.0f} s before and after it")
+        elif isinstance(verify, (int, float)):
+            parts.append(f"controller {verify:.0f} s in verify")
+        before = (records.get("start") or {}).get("nodes_cpu_s")
+        parts.append("containers " + ("unknown before verify" if not isinstance(before, (int, float))
+                                      else f"{before:.0f} s before verify"))
+        modules = records["modules"].values()
+        known = [r["nodes_cpu_s"] for r in modules if isinstance(r.get("nodes_cpu_s"), (int, float))]
+        unknown = sorted(r["module"] for r in modules if not isinstance(r.get("nodes_cpu_s"), (int, float)))
+        line = f"  {s['name']} CPU: " + "; ".join(parts)
+        line += f", {sum(known):.0f} s in the test modules"
+        if unknown:
+            line += f" (not counted: {', '.join(unknown)}, a node stopped or unreadable)"
+        lines.append(line)
+    return lines
+
+
 def summary_lines(data):
     lines = []
     budget = data["budget"]
@@ -379,7 +444,7 @@ def report_lines(data, budget_path):
         return lines
 
     columns = stage_columns(data["scenarios"])
-    rows = [["scenario", "result", "time", "budget", "%"] + columns + ["other"]]
+    rows = [["scenario", "result", "time", "budget", "%"] + columns + ["other", "ctl CPU"]]
     for s in data["scenarios"]:
         stages = s["stages"]
         cells = [s["name"], s["result"], f"{s['seconds']} s", f"{s['budget']} s" if s["budget"] else "-",
@@ -392,35 +457,44 @@ def report_lines(data, budget_path):
             cells.append(f"{max(0.0, s['seconds'] - sum(stages['stages'].values())):.0f}")
         else:
             cells.extend(["?"] * len(columns) + ["?"])
+        controller = s.get("cpu", {}).get("controller")
+        cells.append("-" if controller is None else f"{controller} s")
         rows.append(cells)
     lines.append("")
     lines.append("scenarios (stages in s from the log: destroy is both destroys; other is molecule's own start-up;"
-                 " ! did not succeed):")
+                 " ! did not succeed; ctl CPU: the CPU of molecule and all it ran on this machine, the containers'"
+                 " own not counted):")
     lines.extend(table(rows, right=set(range(2, len(rows[0])))))
     unstamped = [s["name"] for s in data["scenarios"] if not s["stages"]["stamped"]]
     if unstamped:
         lines.append(f"  no stage times for {', '.join(unstamped)}: "
                      "log missing or not timestamped by scripts/molecule.sh")
 
-    rows = [["scenario", "module", "tests", "time", "budget", "%"]]
+    rows = [["scenario", "module", "tests", "time", "budget", "%", "ctl CPU", "nodes CPU"]]
     missing = []
     for s in data["scenarios"]:
         junit = s["junit"]
         if not junit:
             missing.append(s["name"])
             continue
+        records = (s.get("cpu", {}).get("records") or {}).get("modules", {})
         for module in junit["order"]:
             mod = junit["modules"][module]
             allowed = s["module_budget"].get(module)
             tests = f"{mod['tests']}" + (f" ({mod['failed']} failed)" if mod["failed"] else "")
+            record = records.get(module, {})
             rows.append([s["name"], module, tests, f"{mod['seconds']:.1f} s", f"{allowed} s" if allowed else "-",
-                         pct(mod["seconds"], allowed)])
+                         pct(mod["seconds"], allowed), _cpu_cell(record.get("controller_cpu_s")),
+                         _cpu_cell(record.get("nodes_cpu_s"))])
         if junit["session"] is not None:
-            rows.append([s["name"], "(pytest in all)", "", f"{junit['session']:.1f} s", "", ""])
+            rows.append([s["name"], "(pytest in all)", "", f"{junit['session']:.1f} s", "", "", "", ""])
     lines.append("")
-    lines.append("test modules (JUnit test case times summed per file: fixture setup and teardown included):")
+    lines.append("test modules (JUnit test case times summed per file: fixture setup and teardown included; CPU of the"
+                 " shared cluster's modules, their resets included: ctl is pytest and all it ran on this machine,"
+                 " nodes the scenario's containers, - unknown or not measured):")
     if len(rows) > 1:
-        lines.extend(table(rows, right={2, 3, 4, 5}))
+        lines.extend(table(rows, right={2, 3, 4, 5, 6, 7}))
+    lines.extend(scenario_cpu_lines(data["scenarios"]))
     if missing:
         lines.append(f"  no JUnit file for {', '.join(missing)} (verify did not run, or the verifier is not testinfra)")
 

@@ -210,7 +210,8 @@ def test_report_has_stages_modules_budgets_and_a_verdict(tmp_path):
     text = "\n".join(tr.report_lines(data, str(root / "molecule" / "budget.yml")))
     rows = {line.split()[0]: line.split() for line in text.splitlines() if re.match(r"\w+\s+(passed|FAILED)\s", line)}
     assert rows["alpha"][:7] == ["alpha", "passed", "80", "s", "100", "s", "80%"]
-    assert rows["alpha"][7:] == ["5", "10", "40", "20", "5"]   # destroy create converge verify, other = 80 - 75
+    # destroy create converge verify, other = 80 - 75, and no controller CPU recorded (no alpha.cpu)
+    assert rows["alpha"][7:] == ["5", "10", "40", "20", "5", "-"]
     assert rows["gamma"][5] == "no" and "no budget for: gamma" in text
     assert re.search(r"alpha\s+test_one.py\s+2 \(1 failed\)\s+11.5 s\s+10 s\s+115%", text)
     assert re.search(r"alpha\s+test_two.py\s+1\s+0.2 s\s+1 s\s+25%", text)
@@ -372,3 +373,47 @@ def test_no_cpu_line_when_a_value_is_missing_or_unreadable(tmp_path):
         root, logdir = make_run(tmp_path / str(len(run)), [("alpha", "passed", 80)], run=run)
         text = "\n".join(tr.report_lines(collect(root, logdir), str(root / "molecule" / "budget.yml")))
         assert "machine CPU" not in text
+
+
+# ----------------------------------------------------------------------------------------- CPU of scenarios and modules
+CPU_RECORDS = "\n".join([
+    '{"session": "start", "nodes_cpu_s": 900.4, "controller_cpu_s": 2.0}',
+    '{"module": "test_one.py", "wall_s": 11.0, "controller_cpu_s": 6.4, "nodes_cpu_s": 3.2}',
+    '{"module": "test_two.py", "wall_s": 1.0, "controller_cpu_s": 0.6, "nodes_cpu_s": null}',
+    '{"module": "test_cut',   # a line cut short by a session that was killed
+    '{"session": "end", "controller_cpu_s": 300.0}']) + "\n"
+
+
+def test_the_cpu_of_the_scenario_and_of_each_module_is_reported(tmp_path):
+    root, logdir = make_run(tmp_path, [("alpha", "passed", 80), ("beta", "passed", 40), ("gamma", "passed", 30)],
+                            logs={"alpha": ALPHA_LOG}, junits={"alpha": ALPHA_JUNIT})
+    (logdir / "alpha.cpu").write_text("controller_cpu_s=1200\n")
+    (logdir / "alpha.cpu.jsonl").write_text(CPU_RECORDS)
+    text = "\n".join(tr.report_lines(collect(root, logdir), str(root / "molecule" / "budget.yml")))
+    assert re.search(r"^alpha +passed +80 s .* 5 +1200 s$", text, re.M)
+    assert re.search(r"^beta +passed +40 s .* -$", text, re.M)
+    assert re.search(r"alpha\s+test_one.py\s+2 \(1 failed\)\s+11.5 s\s+10 s\s+115%\s+6 s\s+3 s$", text, re.M)
+    # the nodes' CPU of a module during which a node stopped is unknown, never a guess
+    assert re.search(r"alpha\s+test_two.py\s+1\s+0.2 s\s+1 s\s+25%\s+1 s\s+-$", text, re.M)
+    assert ("  alpha CPU: controller 1200 s in all, 300 s of it in verify and 900 s before and after it; containers "
+            "900 s before verify, 3 s in the test modules (not counted: test_two.py, a node stopped or unreadable)"
+            ) in text
+
+
+def test_cpu_records_of_a_session_that_never_started_say_unknown(tmp_path):
+    root, logdir = make_run(tmp_path, [("alpha", "passed", 80)], logs={"alpha": ALPHA_LOG},
+                            junits={"alpha": ALPHA_JUNIT})
+    (logdir / "alpha.cpu.jsonl").write_text('{"session": "start", "nodes_cpu_s": null, "controller_cpu_s": 1}\n')
+    text = "\n".join(tr.report_lines(collect(root, logdir), str(root / "molecule" / "budget.yml")))
+    assert "  alpha CPU: containers unknown before verify, 0 s in the test modules" in text
+    assert tr.read_cpu_records(str(logdir / "absent.cpu.jsonl")) is None
+
+
+def test_molecule_sh_records_each_scenarios_controller_cpu_from_bash_times(tmp_path):
+    """The awk program of scripts/molecule.sh, run on the output of bash's `times` as the script runs it."""
+    with open(os.path.join(ROOT, "scripts", "molecule.sh")) as handle:
+        text = handle.read()
+    program = re.search(r"awk '(NR == 2 .*?)' \"\$logs/\$s.times\"", text, re.S).group(1)
+    (tmp_path / "times").write_text("0m0.011s 0m0.004s\n1m2.500s 0m10.400s\n")
+    out = subprocess.run(["awk", program, str(tmp_path / "times")], capture_output=True, text=True, check=True)
+    assert out.stdout == "controller_cpu_s=73\n"

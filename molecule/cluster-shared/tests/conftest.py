@@ -28,6 +28,7 @@ import pytest
 import testinfra
 import yaml
 
+import cpu_account
 import faults
 from bad_input import PLAIN_OUTPUT
 
@@ -317,8 +318,33 @@ def wrapper_silenced(scenario):
         node.check_output("mv -f %s.silenced %s" % (WRAPPER, WRAPPER))
 
 
+def _cpu_path():
+    """Where the time report finds each module's CPU (scripts/time-report.py), beside the scenario's JUnit file."""
+    return os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", ROOT), ".cache", "molecule-logs",
+                        "%s.cpu.jsonl" % os.environ.get("MOLECULE_SCENARIO_NAME", "cluster"))
+
+
+@pytest.fixture(scope="session")
+def cpu_recorder(scenario):
+    """The session's CPU record: the containers' CPU before verify, one line per module, the session's controller
+    CPU at its end (cpu_account)."""
+    recorder = cpu_account.Recorder(_cpu_path(), scenario.instances)
+    recorder.start_session()
+    yield recorder
+    recorder.end_session()
+
+
+@pytest.fixture(scope="module")
+def module_cpu(request, cpu_recorder):
+    """The module's own controller and node CPU, its reset before and after included (known_state asks for it
+    first, so this wraps the reset)."""
+    started = cpu_recorder.span()
+    yield
+    cpu_recorder.end(request.module.__name__ + ".py", started)
+
+
 @pytest.fixture(scope="module", autouse=True)
-def known_state(request, scenario, tmp_path_factory):
+def known_state(request, scenario, tmp_path_factory, module_cpu):
     """Every module starts from the known state and leaves it (a module's own finalizers run before this one's).
     The last module of a run leaves the reset to the next run's first module: molecule destroys the cluster next, and
     a kept cluster is reset before its next module anyway (putting the spare node back costs a Slurm play run).

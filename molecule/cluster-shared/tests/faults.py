@@ -1,10 +1,10 @@
 """Fault injection on the shared test cluster (the fault modules, test_12 and up, run last since they break things).
 
 A "dead" node is its container stopped (`docker stop`: systemd and every daemon in it go, the network name stops
-resolving); it comes back with `docker start`, which boots systemd again. What a boot does not bring back on its own
-(the /proc masks molecule's docker driver sets, unmounted by prepare.yml on the GPU nodes) `start` puts back as
-prepare.yml left it. `reset_cluster` calls `ensure_running` first, so a module that failed with a node stopped does
-not take the next module down with it.
+resolving) or killed (`docker kill`, a power loss: nothing stops in order); it comes back with `docker start`,
+which boots systemd again. What a boot does not bring back on its own (the /proc masks molecule's docker driver
+sets, unmounted by prepare.yml on the GPU nodes) `start` puts back as prepare.yml left it. `reset_cluster` calls
+`ensure_running` first, so a module that failed with a node stopped does not take the next module down with it.
 
 Each fault module says what it injected and what it verified with `report`: printed, and again in the run's summary.
 """
@@ -30,6 +30,14 @@ def running(container):
 def stop(container):
     """Kill the node: its container stopped (SIGTERM to systemd, SIGKILL after 2 s)."""
     _docker("stop", "--time", "2", container)
+    assert not running(container), container
+
+
+def kill(container):
+    """Kill the node outright, as a power loss does: every process in its container SIGKILLed at once (docker kill).
+    Nothing stops in order, so nothing on the node reacts on the way down (with `stop`, its units stop within the
+    2 s and slurmd's health check can see the fabric manager gone and drain the node first)."""
+    _docker("kill", container)
     assert not running(container), container
 
 
