@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 3: the two shared
-# clusters spend most of their test modules waiting on Slurm, jobs and timeouts, so the role scenarios run beside
-# them instead of after one of them), print each one's time and result, and fail when any failed. Each scenario's
+# Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2), and up to
+# MOLECULE_JOBS_IN_VERIFY (default 3) while every running scenario is in its verify stage: the shared clusters'
+# test modules mostly wait on Slurm, jobs and timeouts, their converges do not, so a third scenario only starts
+# once both clusters are testing. Print each one's time and result, and fail when any failed. Each scenario's
 # full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
 # started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
 # writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
@@ -21,7 +22,8 @@ for name in sorted(names, key=lambda n: -(budget.get(n) or 0)):
 PY
 )
 fi
-jobs=${MOLECULE_JOBS:-3}
+jobs=${MOLECULE_JOBS:-2}
+jobs_in_verify=${MOLECULE_JOBS_IN_VERIFY:-3}
 # Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
 # starts it, as anyone else it only checks) before a scenario's containers come up without it.
 scripts/ensure-apt-cache.sh || exit 1
@@ -60,6 +62,7 @@ cpu_record() {
     echo "start_epoch=$(date +%s)"
     echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "jobs=$jobs"
+    echo "jobs_in_verify=$jobs_in_verify"
     echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     cpu_record start
     if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
@@ -94,11 +97,29 @@ run_one() {
                   printf "controller_cpu_s=%.0f\n", t}' "$logs/$s.times" >"$logs/$s.cpu" && rm -f "$logs/$s.times"
 }
 
+# The scenarios running now (pid -> name), and whether every one of them is in its verify stage (its log says so).
+declare -A running_names=()
+all_in_verify() {
+    local pid
+    for pid in "${!running_names[@]}"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            unset "running_names[$pid]"
+        else
+            local name=${running_names[$pid]}
+            grep -q "\[$name > verify\] Executing" "$logs/$name.log" 2>/dev/null || return 1
+        fi
+    done
+}
+
 for s in "${scenarios[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
-        wait -n
+    while true; do
+        n=$(jobs -rp | wc -l)
+        [ "$n" -lt "$jobs" ] && break
+        [ "$n" -lt "$jobs_in_verify" ] && all_in_verify && break
+        sleep 5
     done
     run_one "$s" &
+    running_names[$!]=$s
 done
 wait
 {

@@ -433,7 +433,10 @@ def report_lines(data, budget_path):
     lines = []
     head = "molecule time report"
     if run:
-        head += (f": run {run.get('started', '?')} at {run.get('commit', '?')}, {run.get('jobs', '?')} at a time, "
+        more = run.get("jobs_in_verify")
+        at_a_time = f"{run.get('jobs', '?')} at a time" + (
+            f" ({more} while every running one is in verify)" if more and more != run.get("jobs") else "")
+        head += (f": run {run.get('started', '?')} at {run.get('commit', '?')}, {at_a_time}, "
                  f"load {run.get('load_start', '?').split(' ')[0]} -> {run.get('load_end', '?').split(' ')[0]}")
     lines.append(head)
     lines.append(f"budget: {os.path.relpath(budget_path, ROOT)} (seconds; a report, not a test)")
