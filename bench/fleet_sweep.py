@@ -243,6 +243,26 @@ def run(argv, **kwargs):
     return subprocess.run(argv, **kwargs)  # pylint: disable=subprocess-run-check
 
 
+def wait_for_own_netns(procs, deadline):
+    """Wait until each process (an unshare --net) is in a network namespace of its own.
+
+    Popen returns once unshare is exec'd, before it has called unshare(2): an `ip link ... netns PID` sent then puts
+    the node's eth0 into this process's namespace instead (seen on a loaded machine: the second one failed with "File
+    exists"). A process that exits meanwhile is left for the caller's own wait to report.
+    """
+    own = os.readlink("/proc/self/ns/net")
+    for proc in procs:
+        while proc.poll() is None:
+            try:
+                if os.readlink("/proc/%d/ns/net" % proc.pid) != own:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("node process %d has no network namespace of its own after waiting" % proc.pid)
+            time.sleep(0.01)
+
+
 def die_with_parent():
     """In the child before exec: SIGKILL when the bench dies, and out of the terminal's Ctrl-C."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -395,12 +415,15 @@ class Fleet(object):
                     stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             procs.append((index, proc))
         self.procs += [proc for _index, proc in procs]
+        wait_for_own_netns([proc for _index, proc in procs], time.time() + 30 + (last - first) * 0.1)
         # One ip call for every veth pair: the node's end named eth0 in the node's network namespace.
         batch = []
         for index, proc in procs:
             batch.append("link add v%d type veth peer name eth0 netns %d" % (index, proc.pid))
             batch.append("link set v%d master br0 up" % index)
-        run(["ip", "-batch", "-"], input="\n".join(batch).encode() + b"\n")
+        done = run(["ip", "-batch", "-"], input="\n".join(batch).encode() + b"\n", check=False)
+        if done.returncode != 0:
+            raise RuntimeError("ip -batch (the nodes' veth pairs) failed: %s" % done.stderr.decode(errors="replace"))
         for _index, proc in procs:
             proc.stdin.write(b"go\n")
             proc.stdin.close()
