@@ -25,19 +25,17 @@ faults give byte-identical output for a given time (``GPUSIM_NOW`` or ``bundle -
 Standard library only, Python 3.8 and newer. ``main(argv, env=None)`` returns ``(rc, stdout, stderr)``.
 """
 
+# Every tool call is a new process (a health check runs several, slurmd runs the check every few seconds in the
+# tests), so what only a few commands need is imported where it is used: uuid (platform), socket, signal, shutil
+# and xml.sax.saxutils (urllib, http.client, email) cost more to import than most tool calls take to answer.
 import copy
 import datetime
 import hashlib
 import json
 import os
 import re
-import shutil
-import signal
-import socket
 import stat
 import sys
-import uuid
-from xml.sax.saxutils import escape as xml_escape
 
 PROFILE_ENV = "GPUSIM_PROFILE"
 DEFAULT_PROFILE_PATH = "/etc/gpusim/profile.json"
@@ -47,7 +45,8 @@ DEFAULT_LOG_DIR = "/var/log/gpusim"
 TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "dcgmi", "all_reduce_perf", "nv-fabricmanager", "systemctl")
 NA = "N/A"
 DEPRECATED = "Requested functionality has been deprecated"
-UUID_NAMESPACE = uuid.UUID("6b1d3c1e-8f0a-4f7e-9a51-6a0d5b7c2e11")
+# The namespace of the GPUs' UUIDs (uuid5 below), as bytes.
+UUID_NAMESPACE = bytes.fromhex("6b1d3c1e8f0a4f7e9a516a0d5b7c2e11")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 NV_MAJOR = 195
@@ -110,6 +109,20 @@ def installed_driver(package, env):
         if fields.get("Status", "").endswith(" installed") and match:
             return match.group(1)
     return None
+
+
+def uuid5(namespace, name):
+    """str(uuid.uuid5(UUID(bytes=namespace), name)), without importing uuid (RFC 4122: SHA-1, version 5)."""
+    raw = bytearray(hashlib.sha1(namespace + name.encode("utf-8")).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    text = raw.hex()
+    return "%s-%s-%s-%s-%s" % (text[:8], text[8:12], text[12:16], text[16:20], text[20:])
+
+
+def xml_escape(text):
+    """xml.sax.saxutils.escape(text): &, < and > as entities."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
 
 
 def digest(*parts):
@@ -288,7 +301,7 @@ def new_gpu(profile, hostname, index, bus_id):
     remap_banks = model.get("row_remap_banks")
     gpu = {
         "index": index, "minor": index, "slot": index, "bus_id": bus_id, "model": model, "name": model["name"],
-        "uuid": "GPU-%s" % uuid.uuid5(UUID_NAMESPACE, "%s/%d" % (hostname, index)),
+        "uuid": "GPU-%s" % uuid5(UUID_NAMESPACE, "%s/%d" % (hostname, index)),
         "serial": "%s%09d" % (model.get("serial_prefix", "1652"), digest("serial", *seed) % 10 ** 9),
         "pdi": "0x%016x" % digest("pdi", *seed),
         "module_id": module_ids[index] if index < len(module_ids) else index + 1,
@@ -2717,6 +2730,7 @@ class Changes(object):
         self.changes.append("remove %s" % path)
         if not self.check:
             if os.path.isdir(path) and not os.path.islink(path):
+                import shutil  # pylint: disable=import-outside-toplevel
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
@@ -2852,6 +2866,7 @@ def sd_notify(message):
         return
     if address.startswith("@"):
         address = "\0" + address[1:]
+    import socket  # pylint: disable=import-outside-toplevel
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.connect(address)
         sock.sendall(message.encode("utf-8"))
@@ -2888,6 +2903,7 @@ def run_service(env, options):
     if len(units) != 1 or units[0] not in SERVICE_UNITS:
         raise SimError(2, stderr="usage: gpusim service %s\n" % "|".join(SERVICE_UNITS))
     unit = units[0]
+    import signal  # pylint: disable=import-outside-toplevel
     node = build_node(load_profile(env, options.get("profile")), env)
     run_dir = os.path.join(node.root, "run")
     pid_path = os.path.join(run_dir, unit + ".pid")
