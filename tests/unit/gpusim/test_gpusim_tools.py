@@ -302,3 +302,27 @@ def test_any_faults_on_any_profile_render_or_fail_cleanly(name, faults, driver, 
         if tool == "dcgmi" and out.startswith("{"):
             json.loads(out)
     assert gpusim.render_kernel_log(node).count("\n") >= len(node.events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_uuid5_and_xml_escape_are_the_standard_librarys(text):
+    # gpusim does both itself so that a tool call imports neither uuid nor xml.sax.saxutils (their imports cost more
+    # than most calls take); they must give what the standard library gives.
+    import uuid  # pylint: disable=import-outside-toplevel
+    from xml.sax.saxutils import escape  # pylint: disable=import-outside-toplevel
+    namespace = uuid.UUID(bytes=gpusim.UUID_NAMESPACE)
+    assert str(namespace) == "6b1d3c1e-8f0a-4f7e-9a51-6a0d5b7c2e11"
+    assert gpusim.uuid5(gpusim.UUID_NAMESPACE, text) == str(uuid.uuid5(namespace, text))
+    assert gpusim.xml_escape(text) == escape(text)
+
+
+def test_a_tool_call_does_not_import_what_it_does_not_need():
+    probe = ("import runpy, sys; sys.argv = ['nvidia-smi', '-L']; "
+             "sys.modules.pop('__main__', None)\n"
+             "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('imported:', *sorted(m for m in ('uuid', 'socket', 'signal', 'shutil', 'xml.sax.saxutils',"
+             " 'urllib.request') if m in sys.modules))" % gpusim.__file__)
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=False,
+                         env={"GPUSIM_NOW": "2026-11-30T07:00:00Z", "PATH": os.environ.get("PATH", "")})
+    assert out.stdout.splitlines()[-1:] == ["imported:"], out.stdout + out.stderr
