@@ -3,6 +3,10 @@
 # pytest exits 5 when it collected no test: for a suite that has tests that means discovery broke, so it fails
 # here with a message instead of passing silently or failing without one.
 set -uo pipefail
+# The tests' ansible-playbook runs share one AnsiballZ module cache (tests/support/callback_plugins/
+# gpucluster_ansiballz_cache.py) unless the caller chose callbacks itself; a test that sets its own keeps its own.
+export ANSIBLE_CALLBACK_PLUGINS=${ANSIBLE_CALLBACK_PLUGINS:-$PWD/tests/support/callback_plugins}
+export ANSIBLE_CALLBACKS_ENABLED=${ANSIBLE_CALLBACKS_ENABLED:-gpucluster_ansiballz_cache}
 pytest "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
