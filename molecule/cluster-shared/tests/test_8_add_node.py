@@ -18,9 +18,12 @@ from poller import Poller
 ADD_NODE = os.path.join(ROOT, "playbooks", "add_node.yml")
 CONFIGLESS_FILES = "slurm.conf gres.conf topology.conf cgroup.conf"
 # The job on an old node runs until the test releases it (a file on its node), after the run: so it spans the whole
-# run whatever the run's time, and ends by itself (exit 0, COMPLETED). Unreleased, it fails after JOB_S seconds.
+# run whatever the run's time, and ends by itself (exit 0, COMPLETED). Unreleased, it fails after JOB_S seconds
+# (within its Slurm time limit, JOB_LIMIT_MIN): 600 s was too short once, when a cold-cache CI run beside other
+# work on the 2-core machine took 813 s for the add_node.yml run; the reset cancels a job left behind.
 RELEASE = "/tmp/gpucluster-add-node-release"
-JOB_S = 600
+JOB_S = 2400
+JOB_LIMIT_MIN = 45
 JOB = "for i in $(seq %d); do [ -e %s ] && exit 0; sleep 1; done; exit 1" % (JOB_S, RELEASE)
 
 
@@ -49,7 +52,8 @@ def test_add_a_node_while_a_job_runs(scenario, ctl, tmp_path):
     new = scenario.spare
     old = scenario.compute
     scenario.host(old[0]).check_output("rm -f %s" % RELEASE)
-    job = ctl.check_output("sbatch --parsable -w %s -o /dev/null --time=15 --wrap='%s'" % (old[0], JOB)).strip()
+    job = ctl.check_output("sbatch --parsable -w %s -o /dev/null --time=%d --wrap='%s'"
+                           % (old[0], JOB_LIMIT_MIN, JOB)).strip()
     deadline = time.monotonic() + 30
     while _job_state(ctl, job) != "RUNNING" and time.monotonic() < deadline:
         time.sleep(1)
