@@ -126,5 +126,5 @@ lock: ## Regenerate constraints.txt from a fresh resolve of requirements.txt
 	.cache/lock-venv/bin/pip install -q $$(grep -vE '^(-c|#|$$)' requirements.txt)
 	.cache/lock-venv/bin/pip freeze | grep -v '^-e' > constraints.txt
 
-clean: ## Remove build outputs (not the venv or images)
-	rm -rf build tests/output .pytest_cache .hypothesis
+clean: ## Remove build outputs and the tests' AnsiballZ cache (not the venv or images)
+	rm -rf build tests/output .pytest_cache .hypothesis .cache/ansiballz
