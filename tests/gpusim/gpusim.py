@@ -2930,10 +2930,12 @@ def run_service(env, options):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    _write_file(pid_path, "%d\n" % os.getpid())
     if unit == FM_UNIT:
         _write_file(state_path, "active\n")
     log_service_event(node.log_dir, "start", unit)
+    # The pid file says the unit runs (the tools read it, the tests wait for it): written once the start is logged,
+    # so that a stop sent as soon as it appears is logged after the start (a stop in between was logged alone).
+    _write_file(pid_path, "%d\n" % os.getpid())
     sd_notify("READY=1")
     while True:
         signal.pause()
