@@ -74,7 +74,7 @@ def link_shared_cache(local_tmp, parent, key):
     try:
         os.makedirs(shared, exist_ok=True)
         if os.path.lexists(link):
-            return os.path.realpath(link) if os.path.realpath(link) == os.path.realpath(shared) else None
+            return shared if os.path.realpath(link) == os.path.realpath(shared) else None
         os.symlink(shared, link)
     except OSError:
         return None

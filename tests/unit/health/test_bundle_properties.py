@@ -140,10 +140,10 @@ def _check(tmp_path_factory, profile, faults, index, mutation, floor):
     shutil.rmtree(work, ignore_errors=True)
     # Hard links to the clean bundle's files (an H100 bundle has about 560, most of them sysfs counters: copying them
     # all was nine tenths of each example's time), and copies of their own for the input to damage and its recorded
-    # exit code and stderr, which are all a mutation writes. The checker only reads (use_state=False).
+    # exit code, which are all a mutation writes (_mutate). The checker only reads (use_state=False).
     shutil.copytree(clean, work, copy_function=os.link)
     target = os.path.join(work, rel)
-    own = [rel + suffix for suffix in ("", ".rc", ".stderr") if os.path.exists(os.path.join(clean, rel + suffix))]
+    own = [rel + suffix for suffix in ("", ".rc") if os.path.exists(os.path.join(clean, rel + suffix))]
     for name in own:
         os.unlink(os.path.join(work, name))
         shutil.copy2(os.path.join(clean, name), os.path.join(work, name))
