@@ -645,7 +645,13 @@ _SYSFS_DEVICE_FILES = ("fw_ver", "hca_type", "board_id", "node_guid")
 
 
 def _copy_sysfs(src, dst):
-    """Copy what the checks read of a /sys/class/infiniband tree (device ids, port state, counters)."""
+    """Copy what the checks read of a /sys/class/infiniband tree (device ids, port state, counters).
+
+    An empty tree (no HCA) is copied as an empty directory: without it the replay reads ``ibstat.txt`` instead, and a
+    node that has no port judges differently live (``IB-PORT-COUNT``) and from its bundle (``CHECK-INPUT-FAILED``).
+    """
+    if not os.path.isdir(dst):
+        os.makedirs(dst)
     for dirpath, dirnames, filenames in os.walk(src, followlinks=True):
         rel = os.path.relpath(dirpath, src)
         depth = 0 if rel == "." else rel.count(os.sep) + 1
