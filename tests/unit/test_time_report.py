@@ -329,7 +329,7 @@ def test_readme_make_test_row_with_the_checks_beside_the_scenarios(tmp_path):
 
 
 def test_readme_make_test_row_says_when_the_checks_started(tmp_path):
-    """Since the checks wait for the clusters' verify (scripts/make-test.sh's checks_waited_s), the row says from when."""
+    """The checks wait for the clusters' verify (scripts/make-test.sh's checks_waited_s): the row says from when."""
     rows = readme_rows(tmp_path, {"start_epoch": 900, "checks_s": 500, "checks_waited_s": 95, "end_epoch": 1200})
     assert rows["`make test`"].startswith(
         "| `make test` | 5 min of the 30 min budget (2025-12-01 at abc1234, load 1.5 at the end): the 3 molecule "
