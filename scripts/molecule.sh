@@ -2,7 +2,9 @@
 # Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2), and up to
 # MOLECULE_JOBS_IN_VERIFY (default 3) while every running scenario is in its verify stage: the shared clusters'
 # test modules mostly wait on Slurm, jobs and timeouts, their converges do not, so a third scenario only starts
-# once both clusters are testing. Print each one's time and result, and fail when any failed. Each scenario's
+# once both clusters are testing; every scenario after the first MOLECULE_JOBS runs at nice MOLECULE_FILLER_NICE
+# (default 5). .cache/molecule-logs/verify-reached marks when the first ones were all in verify (make test's checks
+# start then). Print each one's time and result, and fail when any failed. Each scenario's
 # full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
 # started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
 # writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
