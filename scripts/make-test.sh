@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test: the molecule scenarios (scripts/molecule.sh, the long part) start first, and the checks named as
-# arguments (make targets: lint, sanity, unit, integration, build-check, docs) run beside their verify at a lower CPU
+# arguments (make targets: lint, sanity, unit, integration, build-check, docs) run beside them at a lower CPU
 # priority (nice MAKE_TEST_CHECKS_NICE, default 5), in the CPU the scenarios leave idle while they wait on apt,
 # containers, Slurm and the jobs of their tests. Every check runs to its end even when one fails (make -k); make
 # test fails when any check or any scenario failed. The molecule lines are prefixed "[molecule] ".
@@ -20,24 +20,10 @@ echo "start_epoch=$started" >"$logs/make-test"
 
 # ensure-apt-cache.sh and build-images.sh ran before (make test depends on platform); molecule.sh checks the cache.
 # SCENARIOS (make test SCENARIOS="a b") narrows the scenarios as in make molecule; empty: all of them.
-rm -f "$logs/verify-reached"
 # shellcheck disable=SC2086
 { scripts/molecule.sh ${SCENARIOS:-} 2>&1 | sed -u 's/^/[molecule] /'; } &
 molecule_pid=$!
 
-# The checks wait until the scenarios that started first (the two clusters) are all in verify, or every scenario has
-# started (scripts/molecule.sh writes verify-reached then), and no longer than MAKE_TEST_CHECKS_WAIT_S (default 1500):
-# the clusters' converges are the run's critical path and CPU-bound; their test modules mostly wait on Slurm and jobs.
-# With the checks beside the converges at nice 5 (the fresh-clone CI at e2022bb), both clusters reached verify
-# 460-500 s later than in the run before it, which ran the checks first.
-waited=0
-while [ ! -e "$logs/verify-reached" ] && kill -0 "$molecule_pid" 2>/dev/null \
-        && [ "$waited" -lt "${MAKE_TEST_CHECKS_WAIT_S:-1500}" ]; do
-    sleep 5
-    waited=$((waited + 5))
-done
-echo "checks_waited_s=$waited" >>"$logs/make-test"
-echo "=== checks ($*) start after $waited s, beside the molecule scenarios' verify"
 checks_start=$SECONDS
 nice -n "${MAKE_TEST_CHECKS_NICE:-5}" "$make" -k --no-print-directory "$@"
 checks_rc=$?

@@ -2,9 +2,7 @@
 # Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2), and up to
 # MOLECULE_JOBS_IN_VERIFY (default 3) while every running scenario is in its verify stage: the shared clusters'
 # test modules mostly wait on Slurm, jobs and timeouts, their converges do not, so a third scenario only starts
-# once both clusters are testing; every scenario after the first MOLECULE_JOBS runs at nice MOLECULE_FILLER_NICE
-# (default 5). .cache/molecule-logs/verify-reached marks when the first ones were all in verify (make test's checks
-# start then). Print each one's time and result, and fail when any failed. Each scenario's
+# once both clusters are testing. Print each one's time and result, and fail when any failed. Each scenario's
 # full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
 # started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
 # writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
@@ -36,7 +34,6 @@ export PYTHONUNBUFFERED=1
 export PY_COLORS=${PY_COLORS:-0} ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-false}
 logs=.cache/molecule-logs
 mkdir -p "$logs"
-rm -f "$logs/verify-reached"
 results=$logs/results
 : >"$results"
 # Where the machine's CPU went (for the time report): busy and idle CPU seconds of the whole machine (/proc/stat,
@@ -82,10 +79,10 @@ stamp() {
 }
 
 run_one() {
-    local s=$1 niceness=${2:-0} start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
+    local s=$1 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
     rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl"
-    echo "=== molecule test -s $s (log: $log$([ "$niceness" -ne 0 ] && echo ", nice $niceness"))"
-    if nice -n "$niceness" molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
+    echo "=== molecule test -s $s (log: $log)"
+    if molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
         printf '%-24s FAILED  %4d s  (log: %s)\n' "$s" $((SECONDS - start)) "$log" >>"$results"
@@ -114,30 +111,16 @@ all_in_verify() {
     done
 }
 
-# $logs/verify-reached: written once the scenarios that started first are all in verify, or once every scenario has
-# started, whichever comes first. scripts/make-test.sh starts its checks then: before it, the clusters' converges
-# are the critical path and use every CPU cycle; after it, their test modules mostly wait.
-verify_reached() {
-    [ -e "$logs/verify-reached" ] || echo "at_s=$SECONDS" >"$logs/verify-reached"
-}
-# The scenarios after the first $jobs (the longest: the clusters, whose chains of test modules end the run) run at
-# nice MOLECULE_FILLER_NICE (default 5), as make test's checks do: Ansible's side of them yields the CPU to the
-# clusters' (their containers' own work is Docker's and keeps its priority).
-index=0
 for s in "${scenarios[@]}"; do
     while true; do
         n=$(jobs -rp | wc -l)
         [ "$n" -lt "$jobs" ] && break
-        all_in_verify && verify_reached && [ "$n" -lt "$jobs_in_verify" ] && break
+        [ "$n" -lt "$jobs_in_verify" ] && all_in_verify && break
         sleep 5
     done
-    niceness=0
-    [ "$index" -ge "$jobs" ] && niceness=${MOLECULE_FILLER_NICE:-5}
-    index=$((index + 1))
-    run_one "$s" "$niceness" &
+    run_one "$s" &
     running_names[$!]=$s
 done
-verify_reached
 wait
 {
     echo "wall_s=$SECONDS"

@@ -274,7 +274,6 @@ def collect(logs, budget_path, root=ROOT):
     full = bool(scenarios) and (run.get("selection") == "all" or set(present) <= run_names)
     return {"run": run, "budget": budget, "scenarios": scenarios, "wall": wall, "full": full, "present": present,
             "make_test": make_test_s, "checks": checks_s if make_test_s is not None else None,
-            "checks_waited": _int(make_test.get("checks_waited_s")) if make_test_s is not None else None,
             "stale_budget": sorted(set(budget["scenarios"]) - set(present)),
             "no_budget": sorted(n for n in run_names if n not in budget["scenarios"])}
 
@@ -558,10 +557,7 @@ def generated_rows(data):
         of = f" of the {fmt_duration(budget['make_test'])} budget" if budget["make_test"] else ""
         scenarios = f"the {len(passed)} molecule scenarios {run.get('jobs', '?')} at a time {fmt_duration(wall)} ({wall} s)"
         if data.get("checks") is not None:
-            # since the checks wait for the clusters' verify (checks_waited_s), the row says from when
-            waited = data.get("checks_waited")
-            beside = f"from {waited} s on" if waited else "beside them"
-            parts = f"{scenarios}, and {beside} lint, sanity, unit, integration and build checks " \
+            parts = f"{scenarios}, and beside them lint, sanity, unit, integration and build checks " \
                     f"{fmt_duration(data['checks'])}"
         else:
             parts = f"lint, sanity, unit, integration and build checks {fmt_duration(mt - wall)}, {scenarios}"

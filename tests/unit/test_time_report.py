@@ -328,15 +328,6 @@ def test_readme_make_test_row_with_the_checks_beside_the_scenarios(tmp_path):
         "8 min 20 s |")
 
 
-def test_readme_make_test_row_says_when_the_checks_started(tmp_path):
-    """The checks wait for the clusters' verify (scripts/make-test.sh's checks_waited_s): the row says from when."""
-    rows = readme_rows(tmp_path, {"start_epoch": 900, "checks_s": 500, "checks_waited_s": 95, "end_epoch": 1200})
-    assert rows["`make test`"].startswith(
-        "| `make test` | 5 min of the 30 min budget (2025-12-01 at abc1234, load 1.5 at the end): the 3 molecule "
-        "scenarios 2 at a time 2 min 30 s (150 s), and from 95 s on lint, sanity, unit, integration and build checks "
-        "8 min 20 s |")
-
-
 def test_readme_without_markers_is_refused(tmp_path):
     root, logdir = make_run(tmp_path, [("alpha", "passed", 80)])
     readme = tmp_path / "README.md"
