@@ -82,7 +82,8 @@ def test_the_backup_takes_over_and_no_job_is_lost(scenario, controllers):
 
     def accounted():
         rows[:] = faults.sacct_rows(primary, [before, after]) or []
-        return sorted(r[:2] for r in rows) == [(before, "COMPLETED"), (after, "COMPLETED")], rows
+        # both sides sorted alike: job ids are strings, and "10" sorts before "9"
+        return sorted(r[:2] for r in rows) == sorted([(before, "COMPLETED"), (after, "COMPLETED")]), rows
     caught_up = faults.wait_for("both jobs in accounting, once each", accounted, 180)
     assert primary.run("squeue -h").stdout.strip() == ""
     faults.report(
