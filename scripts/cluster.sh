@@ -21,6 +21,8 @@ esac
 scenario=cluster-$release
 # Every container downloads through the machine's package cache (docs/apt-cache.md).
 scripts/ensure-apt-cache.sh
+# docker exec without dockerd's round trip, as root (scripts/docker-exec-path.sh).
+. scripts/docker-exec-path.sh
 
 case $action in
     up) molecule converge -s "$scenario" ;;

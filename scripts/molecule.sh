@@ -27,6 +27,8 @@ jobs_in_verify=${MOLECULE_JOBS_IN_VERIFY:-3}
 # Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
 # starts it, as anyone else it only checks) before a scenario's containers come up without it.
 scripts/ensure-apt-cache.sh || exit 1
+# docker exec without dockerd's round trip, as root (scripts/docker-exec-path.sh).
+. scripts/docker-exec-path.sh
 # Lines reach the log as they are written, so that their timestamps are right.
 export PYTHONUNBUFFERED=1
 # Plain lines, as the Makefile asks, also when this script runs alone: the time report reads molecule's plain

@@ -466,7 +466,7 @@ def report_lines(data, budget_path):
     lines.append("")
     lines.append("scenarios (stages in s from the log: destroy is both destroys; other is molecule's own start-up;"
                  " ! did not succeed; ctl CPU: the CPU of molecule and all it ran on this machine, the containers'"
-                 " own not counted):")
+                 " own not counted but for the commands tests/support/bin/docker started in them):")
     lines.extend(table(rows, right=set(range(2, len(rows[0])))))
     unstamped = [s["name"] for s in data["scenarios"] if not s["stages"]["stamped"]]
     if unstamped:

@@ -1,6 +1,8 @@
 """Where a test module's CPU goes, for the time report (scripts/time-report.py): the controller side (this pytest
 process and every process it waited for: ansible-playbook and its workers, the docker client of testinfra and of
 Ansible's docker connection) and the nodes' side (the CPU of the scenario's containers, read from their cgroups).
+A command that tests/support/bin/docker starts in a container is both: a child of the controller's processes, in
+the container's cgroups.
 
 The machine is shared by the two scenarios that run at once and by the checks beside them, so its wall time and
 its busy time say little about one module; these two figures belong to the module alone. A container that stopped
