@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/molecule.sh and scripts/cluster.sh: as root, put tests/support/bin first on PATH, so that the
 # tests' `docker exec` (Ansible's docker connection, testinfra's docker backend, the tests' own commands) starts the
 # process in the container without the round trip through dockerd (tests/support/container_exec.py, docs/testing.md).
