@@ -104,7 +104,7 @@ CHECKS := lint sanity unit integration build-check docs
 test: setup platform ## Everything CI runs: every molecule scenario, and beside them lint, sanity, unit, integration, build and docs checks
 	@MAKE_TEST_START_EPOCH=$(MAKE_START) SCENARIOS="$(SCENARIOS)" scripts/make-test.sh "$(MAKE)" $(CHECKS)
 
-docs: setup ## HTML docs of every module, filter and role (antsibull-docs, warnings are errors) into .cache/docs
+docs: setup ## HTML docs of every module, filter, callback and role (antsibull-docs, warnings are errors) into .cache/docs
 	scripts/docs.sh
 
 build: setup ## Build the collection tarball into build/

@@ -36,6 +36,8 @@ labels = [
     ("common_return_values", "reference_appendices/common_return_values.html#return-values", "Return Values"),
     # the note on a module with an action plugin of the same name (gpucluster.ops.slurm_render)
     ("action_plugins", "plugins/action.html#action-plugins", "Action plugins"),
+    # the page of a callback plugin (gpucluster.ops.preload)
+    ("callback_plugins", "plugins/callback.html#callback-plugins", "Callback plugins"),
 ]
 body = "".join("%s std:label -1 %s %s\n" % entry for entry in labels)
 with open(sys.argv[1], "wb") as handle:
@@ -46,12 +48,14 @@ PY
 
 bash "$dest/build.sh" >"$dest/build.log" 2>&1 || { cat "$dest/build.log" >&2; exit 1; }
 
-# Every module, filter and role has its page.
+# Every module, filter, callback and role has its page.
 missing=()
-for f in "$here"/plugins/modules/*.py "$here"/plugins/filter/*.py "$here"/roles/*/meta/argument_specs.yml; do
+for f in "$here"/plugins/modules/*.py "$here"/plugins/filter/*.py "$here"/plugins/callback/*.py \
+         "$here"/roles/*/meta/argument_specs.yml; do
     case $f in
         */plugins/modules/*) page=$(basename "$f" .py)_module.html ;;
         */plugins/filter/*) page=$(basename "$f" .py)_filter.html ;;
+        */plugins/callback/*) page=$(basename "$f" .py)_callback.html ;;
         *) page=$(basename "$(dirname "$(dirname "$f")")")_role.html ;;
     esac
     [ -s "$dest/build/html/$page" ] || missing+=("$page")

@@ -1,6 +1,7 @@
-"""README's map against the tree: every role under roles/, module under plugins/modules, filter under plugins/filter
-and playbook under playbooks/ (top-level *.yml) is linked from README's "Map" section exactly once, nothing else is
-linked there that the tree does not have, and README stays a front door (under 200 lines)."""
+"""README's map against the tree: every role under roles/, module under plugins/modules, filter under plugins/filter,
+callback under plugins/callback and playbook under playbooks/ (top-level *.yml) is linked from README's "Map"
+section exactly once, nothing else is linked there that the tree does not have, and README stays a front door (under
+200 lines)."""
 
 import collections
 import glob
@@ -43,6 +44,7 @@ def names(pattern, strip):
 ROLES = sorted(d for d in os.listdir(os.path.join(ROOT, "roles")) if os.path.isdir(os.path.join(ROOT, "roles", d)))
 MODULES = names("plugins/modules/*.py", ".py")
 FILTERS = names("plugins/filter/*.py", ".py")
+CALLBACKS = names("plugins/callback/*.py", ".py")
 PLAYBOOKS = names("playbooks/*.yml", ".yml")
 
 
@@ -54,6 +56,7 @@ EXPECTED = (
     [f"roles/{r}/README.md" for r in ROLES]
     + [f"plugins/modules/{m}.py" for m in MODULES]
     + [f"plugins/filter/{f}.py" for f in FILTERS]
+    + [f"plugins/callback/{c}.py" for c in CALLBACKS]
     + [f"docs/playbooks.md#{playbook_anchor(p)}" for p in PLAYBOOKS]
 )
 

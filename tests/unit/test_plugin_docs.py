@@ -18,6 +18,7 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLUGINS = sorted(glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py"))
+                 + glob.glob(os.path.join(ROOT, "plugins", "callback", "*.py"))
                  + glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py")))
 
 
@@ -39,7 +40,7 @@ def test_plugin_documentation_is_yaml(path):
             yaml.safe_load(text)
         except yaml.YAMLError as exc:
             pytest.fail("%s %s: %s" % (os.path.relpath(path, ROOT), name, exc))
-    assert yaml.safe_load(blocks["DOCUMENTATION"])["name" if "/filter/" in path else "module"]
+    assert yaml.safe_load(blocks["DOCUMENTATION"])["module" if "/modules/" in path else "name"]
 
 
 # One header for every module, filter and doc fragment (a module adds the shebang ansible-test wants).
