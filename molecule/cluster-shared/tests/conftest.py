@@ -114,7 +114,8 @@ class Scenario(object):
         return testinfra.get_host("docker://%s" % name)
 
     def playbook(self, tmp_path, playbook=SITE, extra_inventory=None, limit=None, extra_vars=None, args=()):
-        """Run a playbook on the cluster like an operator (site.yml unless another is named); return (rc, output)."""
+        """Run a playbook on the cluster like an operator (site.yml unless another is named; a list of playbooks runs
+        them one after the other in one ansible-playbook); return (rc, output)."""
         argv = ["ansible-playbook", "-i", self.inventory_dir]
         if extra_inventory:
             path = tmp_path / "extra-inventory.yml"
@@ -126,7 +127,8 @@ class Scenario(object):
             path = tmp_path / "extra-vars.json"
             path.write_text(json.dumps(extra_vars))
             argv += ["-e", "@%s" % path]
-        argv += list(args) + [playbook if os.path.isabs(playbook) else os.path.join(PLAYBOOKS, playbook)]
+        playbooks = [playbook] if isinstance(playbook, str) else list(playbook)
+        argv += list(args) + [path if os.path.isabs(path) else os.path.join(PLAYBOOKS, path) for path in playbooks]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                               env=dict(os.environ, **PLAIN_OUTPUT))
         return proc.returncode, proc.stdout + proc.stderr

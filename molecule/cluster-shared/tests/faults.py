@@ -93,13 +93,14 @@ def report(fault, injected, verified):
 
 
 def wait_for(what, probe, timeout, interval=2):
-    """Poll probe() -> (ok, detail) until ok; fail naming what and the last detail. Returns the seconds it took."""
+    """Poll probe() -> (ok, detail) until ok; fail naming what and the last detail (a callable detail is called only
+    then: while a controller is dead every client call costs seconds). Returns the seconds it took."""
     began = time.monotonic()
     ok, detail = probe()
     while not ok and time.monotonic() - began < timeout:
         time.sleep(interval)
         ok, detail = probe()
-    assert ok, "%s: not within %d s: %s" % (what, timeout, detail)
+    assert ok, "%s: not within %d s: %s" % (what, timeout, detail() if callable(detail) else detail)
     return time.monotonic() - began
 
 
@@ -123,6 +124,14 @@ def job_record(host, job):
     if out.rc != 0:
         return {}
     return dict(field.split("=", 1) for field in out.stdout.split() if "=" in field)
+
+
+def job_in(host, job, *states):
+    """A wait_for probe: the job's record read once, ok when its JobState is one of states."""
+    def probe():
+        record = job_record(host, job)
+        return record.get("JobState") in states, record
+    return probe
 
 
 def sacct_rows(host, jobs):

@@ -52,14 +52,12 @@ def offpeak_on(scenario, tmp_path_factory):
                             "offpeak=team_quota_offpeak, partitions=%s)).slurm_partitions }}" % _jinja(base),
     }
     tmp = tmp_path_factory.mktemp("offpeak")
-    for playbook in ("slurm.yml", "team_quota.yml"):
-        rc, out = scenario.playbook(tmp, playbook, extra_vars=extra)
-        assert rc == 0, out
+    rc, out = scenario.playbook(tmp, ("slurm.yml", "team_quota.yml"), extra_vars=extra)
+    assert rc == 0, out
     yield extra
     back = tmp_path_factory.mktemp("offpeak-back")
-    for playbook in ("slurm.yml", "team_quota.yml"):
-        rc, out = scenario.playbook(back, playbook)
-        assert rc == 0, out
+    rc, out = scenario.playbook(back, ("slurm.yml", "team_quota.yml"))
+    assert rc == 0, out
 
 
 def _used(ctl, qos, tres):

@@ -53,9 +53,7 @@ def test_the_backup_takes_over_and_no_job_is_lost(scenario, controllers):
     timeout = scenario.group_vars["debian13"]["slurm_slurmctld_timeout"]
     assert scenario.database != primary_name        # slurmdbd must outlive the primary (docs/failover.md)
     before = faults.sbatch(primary, "alice", "--time=10 --gpus=1", "sleep 45")
-    faults.wait_for("the job submitted before the fault running",
-                    lambda: (faults.job_record(primary, before).get("JobState") == "RUNNING",
-                             faults.job_record(primary, before)), 60)
+    faults.wait_for("the job submitted before the fault running", faults.job_in(primary, before, "RUNNING"), 60)
 
     faults.stop(primary_name)
     stopped = time.strftime("%H:%M:%S")
@@ -63,15 +61,17 @@ def test_the_backup_takes_over_and_no_job_is_lost(scenario, controllers):
         # The backup answers for the cluster once it took over, with the job it recovered from the shared state.
         # It decides after SlurmctldTimeout without the primary (twice: the first time it cannot tell yet), then
         # starts as the controller in control. Every client call here also pays for the dead head's name, which
-        # docker's DNS no longer resolves (Slurm retries the lookup for 10 s), so the backup's own log times it.
-        took = faults.wait_for("the backup controller in control",
-                               lambda: (faults.job_record(backup, before).get("JobState") in ("RUNNING", "COMPLETED"),
-                                        (_ping(backup), faults.job_record(backup, before))), 3 * timeout + 90)
+        # docker's DNS no longer resolves (Slurm retries the lookup for 10 s), so the backup's own log times it, and
+        # a probe makes one call (scontrol ping only if the wait fails).
+        probe = faults.job_in(backup, before, "RUNNING", "COMPLETED")
+
+        def in_control():
+            ok, record = probe()
+            return ok, lambda: (_ping(backup), record)
+        took = faults.wait_for("the backup controller in control", in_control, 3 * timeout + 90)
         after = faults.sbatch(backup, "alice", "--time=10 --gpus=1", "sleep 5")
         for job in (before, after):
-            faults.wait_for("job %s completed under the backup" % job,
-                            lambda job=job: (faults.job_record(backup, job).get("JobState") == "COMPLETED",
-                                             faults.job_record(backup, job)), 120)
+            faults.wait_for("job %s completed under the backup" % job, faults.job_in(backup, job, "COMPLETED"), 120)
         log = backup.check_output("grep -E 'taking over|Running as primary' /var/log/slurm/slurmctld.log | tail -n 2")
     finally:
         faults.start(scenario, primary_name)
@@ -113,9 +113,7 @@ def test_a_planned_hand_over_with_scontrol_takeover(scenario, controllers):
     # the primary in control: the cluster answers with the backup's slurmctld stopped
     backup.check_output("systemctl stop slurmctld")
     try:
-        faults.wait_for("job %s completed under the primary" % job,
-                        lambda: (faults.job_record(primary, job).get("JobState") == "COMPLETED",
-                                 faults.job_record(primary, job)), 90)
+        faults.wait_for("job %s completed under the primary" % job, faults.job_in(primary, job, "COMPLETED"), 90)
     finally:
         backup.check_output("systemctl start slurmctld")
     faults.report("planned hand-over", "scontrol takeover on %s; slurmctld started again there" % primary_name,

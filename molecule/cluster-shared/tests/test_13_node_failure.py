@@ -1,7 +1,8 @@
 """Fault 2 (issue 23): a compute node dies while it runs a requeueable batch job. Its container is killed (a power
 loss: faults.kill, so that nothing on it stops in order and its health check cannot drain it on the way down); slurmctld
 sets it DOWN ("Not responding") after slurm_slurmd_timeout and requeues the job (JobRequeue=1), which runs again
-from its start on the other node and completes. An operator drains the dead node before it returns (docs/failover.md:
+from its start on the other node once its last credential expired (AuthInfo's cred_expire: 30 s in the scenario's
+group_vars/all.yml, 120 s by default) and completes. An operator drains the dead node before it returns (docs/failover.md:
 ReturnToService=2 would otherwise put it back in service at its first registration); once it is back, the health
 check wrapper runs on it and leaves that drain alone, since it did not make it.
 
@@ -27,21 +28,18 @@ def test_a_job_on_a_dead_node_is_requeued_and_completes_elsewhere(scenario, ctl)
     # prints each start, so the rerun shows in its output (on the node it ran on)
     job = faults.sbatch(ctl, "alice", "--requeue --time=10 --gpus=1 --nodes=1",
                         "echo start $SLURM_RESTART_COUNT $(hostname); sleep 40; echo done", output="/tmp/requeue-%j.out")
-    faults.wait_for("the job running", lambda: (faults.job_record(ctl, job).get("JobState") == "RUNNING",
-                                                faults.job_record(ctl, job)), 60)
+    faults.wait_for("the job running", faults.job_in(ctl, job, "RUNNING"), 60)
     dead = faults.job_record(ctl, job)["NodeList"]
     assert dead in scenario.compute, dead
     other = [h for h in scenario.compute if h != dead][0]
 
     faults.kill(dead)
-    down = faults.wait_for("%s DOWN" % dead, lambda: ("DOWN" in node_records(ctl, [dead])[dead]["State"],
-                                                      node_records(ctl, [dead])[dead]), timeout + 90)
+    down = faults.wait_for("%s DOWN" % dead, lambda: (lambda record: ("DOWN" in record["State"], record))(
+        node_records(ctl, [dead])[dead]), timeout + 90)
     down_reason = node_records(ctl, [dead])[dead]["Reason"]
     assert down_reason.startswith("Not responding"), down_reason
 
-    faults.wait_for("the job rerun on %s and completed" % other,
-                    lambda: (faults.job_record(ctl, job).get("JobState") == "COMPLETED", faults.job_record(ctl, job)),
-                    240)
+    faults.wait_for("the job rerun on %s and completed" % other, faults.job_in(ctl, job, "COMPLETED"), 240)
     final = faults.job_record(ctl, job)
     assert final["NodeList"] == other and final["Restarts"] == "1", final
     output = scenario.host(other).check_output("cat /tmp/requeue-%s.out" % job)
