@@ -34,8 +34,11 @@ def test_a_job_on_a_dead_node_is_requeued_and_completes_elsewhere(scenario, ctl)
     other = [h for h in scenario.compute if h != dead][0]
 
     faults.kill(dead)
-    down = faults.wait_for("%s DOWN" % dead, lambda: (lambda record: ("DOWN" in record["State"], record))(
-        node_records(ctl, [dead])[dead]), timeout + 90)
+
+    def is_down():
+        record = node_records(ctl, [dead])[dead]
+        return "DOWN" in record["State"], record
+    down = faults.wait_for("%s DOWN" % dead, is_down, timeout + 90)
     down_reason = node_records(ctl, [dead])[dead]["Reason"]
     assert down_reason.startswith("Not responding"), down_reason
 
