@@ -82,7 +82,8 @@ class ActionModule(ActionBase):
         with _stage("slurm_gres_lines"):
             gres = render.gres_lines_of(specs, hostvars, args.get("autodetect"))
         with _stage("slurm_partition_lines"):
-            partition = render.partition_lines(args.get("partitions"), groups, hostvars)
+            partition = render.partition_lines(args.get("partitions"), groups, hostvars,
+                                               dict((spec.host, spec.name) for spec in specs))
         topology = []
         if args.get("fabric"):
             with _stage("slurm_topology_lines"):

@@ -715,17 +715,22 @@ def _partition_line(part, groups, names_of):
     return " ".join(words), members
 
 
-def partition_lines(partitions, groups, hostvars=None):
-    """PartitionName lines from the slurm_partitions list; node names from inventory groups or hostlists."""
-    return [line for line, _name, _members in partitions_of(partitions, groups, hostvars)]
+def partition_lines(partitions, groups, hostvars=None, names=None):
+    """PartitionName lines from the slurm_partitions list; node names from inventory groups or hostlists (``names``:
+    {inventory host: node name} already known, such as the node specs', read again from hostvars for no host)."""
+    return [line for line, _name, _members in partitions_of(partitions, groups, hostvars, names)]
 
 
-def partitions_of(partitions, groups, hostvars=None):
+def partitions_of(partitions, groups, hostvars=None, names=None):
     """[(PartitionName line, partition name, [node names])] of the slurm_partitions list, checked as a whole."""
     if not isinstance(partitions, (list, tuple)):
         raise SlurmRenderError("slurm_partitions is %r, not a list" % (partitions,))
+    names = names or {}
 
     def names_of(host):
+        known = names.get(host)
+        if known is not None:
+            return known
         return node_name(host, _hostvars_of(hostvars, host)) if hostvars is not None else str(host).split(".", 1)[0]
 
     lines, seen, defaults, exclusive = [], set(), [], {}

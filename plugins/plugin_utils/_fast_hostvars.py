@@ -160,6 +160,26 @@ class _Layers(object):
                     yield key
 
 
+def _fact_cache_hosts(cache):
+    """The host names a fact cache holds facts of (a superset: an expired entry is still named), or None when it
+    cannot say. ansible-core 2.19's file caches (jsonfile, yaml, pickle) fail to list their keys when no prefix is set
+    (len(None)); their files are named by the key, so the listing of their directory names the hosts."""
+    try:
+        return frozenset(cache.keys())
+    except TypeError:
+        plugin = getattr(cache, "__wrapped__", None)
+        directory = getattr(plugin, "_cache_dir", None)
+        restore = getattr(cache, "_restore_key", None)
+        try:
+            if not directory or restore is None or plugin.get_option("_prefix"):
+                return None
+            return frozenset(name for name in map(restore, os.listdir(directory)) if name)
+        except (AttributeError, KeyError, OSError):
+            return None
+    except (AttributeError, NotImplementedError, OSError, KeyError):
+        return None
+
+
 class FastHostVars(object):
     """``hostvars`` with the group part of each host's variables computed once per distinct group list."""
 
@@ -169,6 +189,7 @@ class FastHostVars(object):
         self._inventory = hostvars._inventory  # pylint: disable=protected-access
         self._loader = hostvars._loader  # pylint: disable=protected-access
         self._facts = manager._fact_cache  # pylint: disable=protected-access
+        self._fact_hosts = None  # the names the fact cache has facts of, once asked; None: unknown, ask per host
         self._vars_cache = manager._vars_cache  # pylint: disable=protected-access
         self._set_facts = manager._nonpersistent_fact_cache  # pylint: disable=protected-access
         self._extra_vars = manager.extra_vars
@@ -296,7 +317,13 @@ class FastHostVars(object):
         return view
 
     def host_facts(self, host):
-        """The host's gathered facts (the fact cache's own object; empty when none)."""
+        """The host's gathered facts (the fact cache's own object; empty when none). The cache's keys are read once: a
+        file cache (jsonfile) would otherwise look for a file of each host that has none, 10,000 times for a render
+        with the controller's facts alone (6% of its CPU time)."""
+        if self._fact_hosts is None:
+            self._fact_hosts = _fact_cache_hosts(self._facts)
+        if self._fact_hosts is not None and host.name not in self._fact_hosts:
+            return {}
         try:
             return self._facts.get(host.name) or {}
         except KeyError:
