@@ -160,6 +160,9 @@ class _Layers(object):
                     yield key
 
 
+_NOT_ASKED = object()
+
+
 def _fact_cache_hosts(cache):
     """The host names a fact cache holds facts of (a superset: an expired entry is still named), or None when it
     cannot say. ansible-core 2.19's file caches (jsonfile, yaml, pickle) fail to list their keys when no prefix is set
@@ -189,7 +192,7 @@ class FastHostVars(object):
         self._inventory = hostvars._inventory  # pylint: disable=protected-access
         self._loader = hostvars._loader  # pylint: disable=protected-access
         self._facts = manager._fact_cache  # pylint: disable=protected-access
-        self._fact_hosts = None  # the names the fact cache has facts of, once asked; None: unknown, ask per host
+        self._fact_hosts = _NOT_ASKED  # the names the fact cache has facts of; None: it cannot say, ask per host
         self._vars_cache = manager._vars_cache  # pylint: disable=protected-access
         self._set_facts = manager._nonpersistent_fact_cache  # pylint: disable=protected-access
         self._extra_vars = manager.extra_vars
@@ -320,7 +323,7 @@ class FastHostVars(object):
         """The host's gathered facts (the fact cache's own object; empty when none). The cache's keys are read once: a
         file cache (jsonfile) would otherwise look for a file of each host that has none, 10,000 times for a render
         with the controller's facts alone (6% of its CPU time)."""
-        if self._fact_hosts is None:
+        if self._fact_hosts is _NOT_ASKED:
             self._fact_hosts = _fact_cache_hosts(self._facts)
         if self._fact_hosts is not None and host.name not in self._fact_hosts:
             return {}

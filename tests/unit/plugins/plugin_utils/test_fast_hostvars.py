@@ -116,6 +116,21 @@ def test_a_file_fact_cache_is_asked_only_for_the_hosts_it_has(jsonfile_cache, ho
     _same(hostvars, fast)
 
 
+def test_a_fact_cache_that_cannot_list_its_hosts_is_asked_once_for_the_list(hostvars, monkeypatch):
+    cache = hostvars._variable_manager._fact_cache  # pylint: disable=protected-access
+    listed = []
+
+    def keys():
+        listed.append(1)
+        raise NotImplementedError
+    monkeypatch.setattr(cache, "keys", keys)
+    hostvars._variable_manager.set_host_facts("gpu01", {"processor_vcpus": 128})  # pylint: disable=protected-access
+    fast = fast_hostvars(hostvars)
+    assert fast["gpu01"].get("ansible_facts")["processor_vcpus"] == 128
+    assert [fast[h].get("ansible_facts", {}) for h in ("gpu02", "gpu03", "gpu04")] == [{}, {}, {}]
+    assert listed == [1]
+
+
 def test_templated_values_come_from_hostvars(hostvars):
     fast = fast_hostvars(hostvars)
     assert isinstance(fast, FastHostVars)
