@@ -2,7 +2,10 @@
 # Run molecule scenarios (all of molecule/* when none are named), MOLECULE_JOBS at a time (default 2), and up to
 # MOLECULE_JOBS_IN_VERIFY (default 3) while every running scenario is in its verify stage: the shared clusters'
 # test modules mostly wait on Slurm, jobs and timeouts, their converges do not, so a third scenario only starts
-# once both clusters are testing. Print each one's time and result, and fail when any failed. Each scenario's
+# once both clusters are testing. The first scenario (the longest, whose end is the run's end) runs at the normal CPU
+# priority and each next one MOLECULE_NICE_STEP (default 3) nice levels lower, at most 10: on this 2-core machine the
+# others then fill the CPU the longest one leaves idle instead of stretching it (0: all at the same priority).
+# Print each one's time and result, and fail when any failed. Each scenario's
 # full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
 # started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
 # writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
@@ -24,6 +27,7 @@ PY
 fi
 jobs=${MOLECULE_JOBS:-2}
 jobs_in_verify=${MOLECULE_JOBS_IN_VERIFY:-3}
+nice_step=${MOLECULE_NICE_STEP:-3}
 # Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
 # starts it, as anyone else it only checks) before a scenario's containers come up without it.
 scripts/ensure-apt-cache.sh || exit 1
@@ -65,6 +69,7 @@ cpu_record() {
     echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "jobs=$jobs"
     echo "jobs_in_verify=$jobs_in_verify"
+    echo "nice_step=$nice_step"
     echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
     cpu_record start
     if [ $# -eq 0 ]; then echo "selection=all"; else echo "selection=named"; fi
@@ -81,10 +86,10 @@ stamp() {
 }
 
 run_one() {
-    local s=$1 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
+    local s=$1 niceness=$2 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
     rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl"
-    echo "=== molecule test -s $s (log: $log)"
-    if molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
+    echo "=== molecule test -s $s (nice $niceness, log: $log)"
+    if nice -n "$niceness" molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
         printf '%-24s FAILED  %4d s  (log: %s)\n' "$s" $((SECONDS - start)) "$log" >>"$results"
@@ -113,14 +118,17 @@ all_in_verify() {
     done
 }
 
+index=0
 for s in "${scenarios[@]}"; do
+    niceness=$(( index * nice_step > 10 ? 10 : index * nice_step ))
+    index=$((index + 1))
     while true; do
         n=$(jobs -rp | wc -l)
         [ "$n" -lt "$jobs" ] && break
         [ "$n" -lt "$jobs_in_verify" ] && all_in_verify && break
         sleep 5
     done
-    run_one "$s" &
+    run_one "$s" "$niceness" &
     running_names[$!]=$s
 done
 wait

@@ -436,6 +436,8 @@ def report_lines(data, budget_path):
         more = run.get("jobs_in_verify")
         at_a_time = f"{run.get('jobs', '?')} at a time" + (
             f" ({more} while every running one is in verify)" if more and more != run.get("jobs") else "")
+        if run.get("nice_step") not in (None, "0"):
+            at_a_time += f", each next one {run['nice_step']} nice levels lower"
         head += (f": run {run.get('started', '?')} at {run.get('commit', '?')}, {at_a_time}, "
                  f"load {run.get('load_start', '?').split(' ')[0]} -> {run.get('load_end', '?').split(' ')[0]}")
     lines.append(head)
