@@ -3,8 +3,9 @@
 # MOLECULE_JOBS_IN_VERIFY (default 3) while every running scenario is in its verify stage: the shared clusters'
 # test modules mostly wait on Slurm, jobs and timeouts, their converges do not, so a third scenario only starts
 # once both clusters are testing. The first scenario (the longest, whose end is the run's end) runs at the normal CPU
-# priority and each next one MOLECULE_NICE_STEP (default 3) nice levels lower, at most 10: on this 2-core machine the
-# others then fill the CPU the longest one leaves idle instead of stretching it (0: all at the same priority).
+# priority and each next one MOLECULE_NICE_STEP (default 2) nice levels lower, at most 10: on this 2-core machine the
+# others then fill the CPU the longest one leaves idle instead of stretching it (0: all at the same priority); their
+# containers get the same lower weight as CPU shares.
 # Print each one's time and result, and fail when any failed. Each scenario's
 # full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
 # started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
@@ -27,7 +28,7 @@ PY
 fi
 jobs=${MOLECULE_JOBS:-2}
 jobs_in_verify=${MOLECULE_JOBS_IN_VERIFY:-3}
-nice_step=${MOLECULE_NICE_STEP:-3}
+nice_step=${MOLECULE_NICE_STEP:-2}
 # Every scenario's containers download through this machine's apt package cache: make sure it answers (as root this
 # starts it, as anyone else it only checks) before a scenario's containers come up without it.
 scripts/ensure-apt-cache.sh || exit 1
@@ -85,10 +86,36 @@ stamp() {
     done
 }
 
+# The nice level's CPU weight for the scenario's containers as docker's CPU shares (the kernel's weights: 1024 at nice
+# 0, about 1.25 times less per level). The nodes' own work (dpkg, the daemons, the modules Ansible runs in them) is in
+# their containers' cgroups, and each container has the same 1024 shares there, whatever the nice level of the process
+# that started the work: without this, nice would order the controllers' work only.
+cpu_shares() {
+    awk -v n="$1" 'BEGIN {w = 1024 / 1.25 ^ n; printf "%d\n", (w < 2 ? 2 : w + 0.5)}'
+}
+
+# Once molecule created the scenario's containers (its log shows the prepare stage), give them their CPU shares; a
+# container keeps them when a fault test stops and starts it. Nothing for the normal weight.
+share_containers() {
+    local s=$1 shares=$2 log=$3 names
+    [ "$shares" -ge 1024 ] && return 0
+    names=$(python3 - "$s" <<'PY'
+import sys, yaml
+with open("molecule/%s/molecule.yml" % sys.argv[1]) as handle:
+    print(" ".join(p["name"] for p in yaml.safe_load(handle).get("platforms") or []))
+PY
+) || return 0
+    until grep -q "\[$s > prepare\] Executing" "$log" 2>/dev/null; do sleep 5; done
+    # shellcheck disable=SC2086
+    docker update --cpu-shares "$shares" $names >/dev/null || echo "=== $s: could not set the CPU shares of $names"
+}
+
 run_one() {
-    local s=$1 niceness=$2 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/}
-    rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl"
-    echo "=== molecule test -s $s (nice $niceness, log: $log)"
+    local s=$1 niceness=$2 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/} sharer
+    rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl" "$log"
+    echo "=== molecule test -s $s (nice $niceness, containers' CPU shares $(cpu_shares "$niceness"), log: $log)"
+    share_containers "$s" "$(cpu_shares "$niceness")" "$log" &
+    sharer=$!
     if nice -n "$niceness" molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
@@ -96,6 +123,8 @@ run_one() {
         echo "=== $s FAILED; last lines of $log:"
         tail -n 60 "$log"
     fi
+    kill "$sharer" 2>/dev/null
+    wait "$sharer" 2>/dev/null
     echo "=== $s done in $((SECONDS - start)) s"
     # The scenario's controller-side CPU (molecule, Ansible and its docker clients, pytest): this subshell's children,
     # from bash's own `times` (run here, not in a command substitution, which would be a new process).
