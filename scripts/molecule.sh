@@ -99,12 +99,20 @@ cpu_shares() {
 share_containers() {
     local s=$1 shares=$2 log=$3 names
     [ "$shares" -ge 1024 ] && return 0
-    names=$(python3 - "$s" <<'PY'
-import sys, yaml
-with open("molecule/%s/molecule.yml" % sys.argv[1]) as handle:
-    print(" ".join(p["name"] for p in yaml.safe_load(handle).get("platforms") or []))
+    # The scenario's platforms, else the base config's (molecule's own rule), their names expanded as molecule does.
+    names=$(MOLECULE_SCENARIO_NAME=$s python3 - "$s" <<'PY'
+import os, sys, yaml
+platforms = None
+for path in ("molecule/%s/molecule.yml" % sys.argv[1], ".config/molecule/config.yml"):
+    with open(path) as handle:
+        platforms = platforms or (yaml.safe_load(handle) or {}).get("platforms")
+print(" ".join(os.path.expandvars(p["name"]) for p in platforms or []))
 PY
-) || return 0
+) || names=""
+    if [ -z "$names" ]; then
+        echo "=== $s: no platform names found, its containers keep Docker's CPU shares"
+        return 0
+    fi
     until grep -q "\[$s > prepare\] Executing" "$log" 2>/dev/null; do sleep 5; done
     # shellcheck disable=SC2086
     docker update --cpu-shares "$shares" $names >/dev/null || echo "=== $s: could not set the CPU shares of $names"
