@@ -3,7 +3,8 @@
 # arguments (make targets: lint, sanity, unit, integration, build-check, docs) run beside them at a lower CPU
 # priority (nice MAKE_TEST_CHECKS_NICE, default 5, and as root a CPU cgroup of their own with a low weight, below),
 # in the CPU the scenarios leave idle while they wait on apt, containers, Slurm and the jobs of their tests. Every
-# check runs to its end even when one fails (make -k); make test fails when any check or any scenario failed. The molecule lines are prefixed "[molecule] ".
+# check runs to its end even when one fails (make -k); make test fails when any check or any scenario failed. The
+# molecule lines are prefixed "[molecule] ".
 #
 # .cache/molecule-logs/make-test gets start_epoch (MAKE_TEST_START_EPOCH when set), checks_s (the checks' own wall
 # time) and end_epoch, for scripts/time-report.py, which prints the budget summary at the end.

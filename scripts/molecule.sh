@@ -5,11 +5,10 @@
 # once both clusters are testing. The first scenario (the longest, whose end is the run's end) runs at the normal CPU
 # priority and each next one MOLECULE_NICE_STEP (default 2) nice levels lower, at most 10: on this 2-core machine the
 # others then fill the CPU the longest one leaves idle instead of stretching it (0: all at the same priority); their
-# containers get the same lower weight as CPU shares.
-# Print each one's time and result, and fail when any failed. Each scenario's
-# full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since the scenario
-# started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed. The verifier
-# writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
+# containers get the same lower weight as CPU shares. Print each one's time and result, and fail when any failed.
+# Each scenario's full log is kept in .cache/molecule-logs/<scenario>.log, every line prefixed with the seconds since
+# the scenario started (so that scripts/time-report.py can time molecule's stages); a failed one's tail is printed.
+# The verifier writes .cache/molecule-logs/<scenario>.junit.xml (.config/molecule/config.yml).
 # At the end scripts/time-report.py prints every time against molecule/budget.yml; it never fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1

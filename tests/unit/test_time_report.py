@@ -148,6 +148,42 @@ def test_molecule_sh_stamps_lines_the_way_the_report_reads_them(tmp_path):
     assert 12.3 <= float(tr.STAMPED.match(lines[0]).group(1)) < 20
 
 
+def _molecule_sh_function(name):
+    script = open(os.path.join(ROOT, "scripts", "molecule.sh"), encoding="utf-8").read()
+    return re.search(r"^%s\(\) \{\n.*?^\}\n" % name, script, re.S | re.M).group(0)
+
+
+def test_molecule_sh_gives_a_scenarios_containers_the_cpu_weight_of_its_nice_level():
+    """cpu_shares() of scripts/molecule.sh: the kernel's weight table (1024 at nice 0, 655 at 2, 110 at 10)."""
+    loop = "for n in 0 2 4 10 40; do cpu_shares $n; done"
+    out = subprocess.run(["bash", "-c", _molecule_sh_function("cpu_shares") + loop],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1024", "655", "419", "110", "2"]
+
+
+def test_molecule_sh_names_the_containers_of_a_scenario_from_the_base_config(tmp_path):
+    """share_containers() of scripts/molecule.sh, with docker a stand-in that records its arguments: a scenario
+    without platforms of its own gets the base config's, named for the scenario; nothing happens before the log shows
+    the prepare stage, nor for the normal weight."""
+    root = tmp_path / "repo"
+    (root / "molecule" / "alpha").mkdir(parents=True)
+    (root / "molecule" / "alpha" / "molecule.yml").write_text("provisioner: {name: ansible}\n")
+    (root / ".config" / "molecule").mkdir(parents=True)
+    (root / ".config" / "molecule" / "config.yml").write_text(
+        "platforms:\n  - name: deb12-${MOLECULE_SCENARIO_NAME}\n  - name: deb13-${MOLECULE_SCENARIO_NAME}\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\necho \"$@\" >> %s\n" % (tmp_path / "docker.args"))
+    (bin_dir / "docker").chmod(0o755)
+    log = tmp_path / "alpha.log"
+    log.write_text("INFO     [alpha > prepare] Executing\n")
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    func = _molecule_sh_function("share_containers")
+    subprocess.run(["bash", "-c", func + 'share_containers alpha 1024 "$1"; share_containers alpha 655 "$1"', "-",
+                    str(log)], cwd=str(root), env=env, check=True, timeout=60)
+    assert (tmp_path / "docker.args").read_text() == "update --cpu-shares 655 deb12-alpha deb13-alpha\n"
+
+
 # ----------------------------------------------------------------------------------------------------- JUnit
 def test_junit_times_are_summed_per_module_and_outcomes_counted(tmp_path):
     path = tmp_path / "alpha.junit.xml"
