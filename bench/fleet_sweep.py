@@ -368,10 +368,14 @@ class Fleet(object):
         for path in (os.path.join(opt, "bin"), os.path.join(tpl, "dev"), os.path.join(var, "log", "gpusim"),
                      os.path.join(var, "lib", "gpucluster-health"), os.path.join(tpl, "etc")):
             os.makedirs(path, exist_ok=True)
-        with open(GPUSIM) as handle:
+        # As tests/gpusim/install.yml installs it: lib/gpusim.py byte-compiled, bin/gpusim the launcher.
+        os.makedirs(os.path.join(opt, "lib"))
+        shutil.copy(GPUSIM, os.path.join(opt, "lib", "gpusim.py"))
+        run(["/usr/bin/python3", "-I", "-m", "py_compile", os.path.join(opt, "lib", "gpusim.py")], check=True)
+        with open(os.path.join(os.path.dirname(GPUSIM), "launcher.py")) as handle:
             body = handle.read().split("\n", 1)[1]
         with open(os.path.join(opt, "bin", "gpusim"), "w") as handle:
-            handle.write("#!/usr/bin/python3\n" + body)
+            handle.write("#!/usr/bin/python3 -IS\n" + body)
         os.chmod(os.path.join(opt, "bin", "gpusim"), 0o755)
         for tool in TOOLS:
             os.symlink("gpusim", os.path.join(opt, "bin", tool))

@@ -3081,12 +3081,18 @@ def main(argv, env=None):
     return 2, "", "gpusim: unknown command %r\n%s" % (command, USAGE)
 
 
-if __name__ == "__main__":
-    RC, OUT, ERR = main(sys.argv)
+def cli():
+    """The command line (this file run as a script, or bin/gpusim as install.yml installs it): print main's output
+    and exit with its code."""
+    rc, out, err = main(sys.argv)
     try:
-        sys.stdout.write(OUT)
+        sys.stdout.write(out)
         sys.stdout.flush()
     except BrokenPipeError:
         pass
-    sys.stderr.write(ERR)
-    sys.exit(RC)
+    sys.stderr.write(err)
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    cli()

@@ -218,6 +218,33 @@ def test_symlink_named_after_the_tool_runs_that_tool(tmp_path):
     assert result.stdout.startswith("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-")
 
 
+def test_installed_launcher_runs_the_compiled_simulator(tmp_path):
+    """install.yml's layout: bin/gpusim (launcher.py) runs lib/gpusim.py, byte-compiled, through the tools' links;
+    its output, errors and exit codes are the script's own."""
+    here = os.path.dirname(os.path.abspath(gpusim.__file__))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").mkdir()
+    with open(os.path.join(here, "gpusim.py")) as handle:
+        (tmp_path / "lib" / "gpusim.py").write_text(handle.read())
+    subprocess.run([sys.executable, "-I", "-m", "py_compile", str(tmp_path / "lib" / "gpusim.py")], check=True)
+    with open(os.path.join(here, "launcher.py")) as handle:
+        (tmp_path / "bin" / "gpusim").write_text("#!%s -IS\n%s" % (sys.executable, handle.read().split("\n", 1)[1]))
+    (tmp_path / "bin" / "gpusim").chmod(0o755)
+    (tmp_path / "bin" / "nvidia-smi").symlink_to("gpusim")
+    env = dict(os.environ, GPUSIM_PROFILE="h100-sxm-8", GPUSIM_HOSTNAME="n1", GPUSIM_NOW="2026-11-30T07:00:00Z",
+               GPUSIM_PROFILE_DIR=os.path.join(here, "profiles"), GPUSIM_ROOT=str(tmp_path / "root"),
+               GPUSIM_DEV_DIR=str(tmp_path / "dev"), GPUSIM_LOG_DIR=str(tmp_path / "log"))
+    for args in (["-q", "-x"], ["nvlink", "-s"], ["-i", "9", "-L"]):
+        launched = subprocess.run([str(tmp_path / "bin" / "nvidia-smi")] + args, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        script = subprocess.run([sys.executable, os.path.join(here, "gpusim.py"), "nvidia-smi"] + args, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        assert (launched.returncode, launched.stdout, launched.stderr) == (
+            script.returncode, script.stdout, script.stderr), args
+    assert launched.returncode != 0 and launched.stdout  # GPU 9 of 8: "No devices were found", as the real one
+    assert os.listdir(str(tmp_path / "lib" / "__pycache__"))
+
+
 def test_main_dispatches_on_the_program_name(profile):
     env = {"GPUSIM_PROFILE": "l40s-pcie-4", "GPUSIM_HOSTNAME": "n1"}
     assert gpusim.main(["/opt/gpusim/bin/ibstat", "-l"], env)[1] == "mlx5_0\n"
