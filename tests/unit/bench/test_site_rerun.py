@@ -74,3 +74,15 @@ def test_summary_and_projection():
     assert cpu_bound == pytest.approx((4 * 400 + 1) / 2)
     # medians: t0-t2 3 s each, c 1 s: 10 s per batch, 4 batches of 100
     assert latency_bound == pytest.approx(10.0 * 4)
+
+
+def test_enabled_callbacks_keep_the_configured_ones(tmp_path):
+    """The bench's recording callback goes beside the configuration's callbacks (the preload callback of
+    ansible.cfg), not instead of them; the environment's list wins over the file's, as in Ansible."""
+    config = tmp_path / "ansible.cfg"
+    config.write_text("[defaults]\nforks = 5\ncallbacks_enabled = gpucluster.ops.preload, profile_tasks  ; two\n")
+    assert sr.enabled_callbacks({"ANSIBLE_CONFIG": str(config)}) == ["gpucluster.ops.preload", "profile_tasks"]
+    assert sr.enabled_callbacks({"ANSIBLE_CONFIG": str(config), "ANSIBLE_CALLBACKS_ENABLED": "timer"}) == ["timer"]
+    config.write_text("[defaults]\nforks = 5\n")
+    assert sr.enabled_callbacks({"ANSIBLE_CONFIG": str(config)}) == []
+    assert "gpucluster.ops.preload" in sr.enabled_callbacks({"ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg")})
