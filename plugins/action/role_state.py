@@ -60,6 +60,12 @@ class ActionModule(ActionBase):
                 result.update(changed=False, converged=False, reason=why, facts={}, recorded=False, observed=0)
                 return dict(result, name=name, state=state)
             module_args["wanted"] = wanted
+        elif state == "record" and not rs.STATE["content"]:
+            # Without the callback there is nothing to record, and no record was used: the node is not asked. An
+            # older record stays; it stands only while the wanted state and every observation are as recorded.
+            result.update(changed=False, converged=False, reason=self._wanted(task_vars)[1], facts={}, recorded=False,
+                          observed=0)
+            return dict(result, name=name, state=state)
         elif state == "record":
             window = (rs.STATE["windows"].get(host) or [None])[-1]
             refuse = self._refusal(task_vars, window, name)
