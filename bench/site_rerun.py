@@ -129,37 +129,6 @@ def summarise(records, gpu_nodes):
     return per_host, per_role, changed, task_times
 
 
-def role_states(records):
-    """host -> role -> (how the role's check ended, and its record): from the gpucluster.ops.role_state results."""
-    states = collections.defaultdict(dict)
-    for rec in records:
-        info = rec.get("role_state")
-        if not info or rec["status"] == "skipped":
-            continue
-        name = info.get("name") or "?"
-        check, recorded = states[rec["host"]].get(name, ("", ""))
-        if info.get("state") == "check":
-            check = "converged" if info.get("converged") else "runs: %s" % (info.get("reason") or rec["status"])
-        elif info.get("state") == "record":
-            recorded = "recorded" if info.get("recorded") else "not recorded: %s" % (info.get("reason") or rec["status"])
-        states[rec["host"]][name] = (check, recorded)
-    return states
-
-
-def print_role_states(records):
-    states = role_states(records)
-    if not states:
-        return
-    print("roles by their record (gpucluster.ops.role_state): converged ones end after their check")
-    for host in sorted(states):
-        converged = sorted(name for name, (check, _rec) in states[host].items() if check == "converged")
-        print("  %s: %d of %d converged%s" % (host, len(converged), len(states[host]),
-                                              (" (%s)" % ", ".join(converged)) if converged else ""))
-        for name, (check, recorded) in sorted(states[host].items()):
-            if check != "converged":
-                print("    %-16s %s; %s" % (name, check[:150], (recorded or "no record task")[:150]))
-
-
 def project(results, ctl_cpu, per_host, gpu_nodes, task_times, forks, cores):
     """The 400-GPU-node projection: (cpu bound s, latency bound s, per-result CPU s)."""
     per_result = ctl_cpu / results if results else 0.0
@@ -245,7 +214,6 @@ def main():
     print("GPU nodes' executed tasks by role (count, seconds summed over the GPU nodes):")
     for role, (count, seconds) in sorted(per_role.items(), key=lambda item: -item[1][1]):
         print("  %-40s %5d %8.1f" % (role, count, seconds))
-    print_role_states(records)
     if changed:
         print("changed results (a converged inventory should have none): %d" % len(changed))
         for rec in changed[:20]:

@@ -53,9 +53,6 @@ class CallbackModule(CallbackBase):
         role = task._role.get_name(include_role_fqcn=False) if task._role else ""  # pylint: disable=protected-access
         record = {"play": self._play, "role": role, "task": task.get_name(), "action": task.action, "host": host,
                   "status": status, "seconds": round(time.monotonic() - started, 4) if started else None}
-        if task.action == "gpucluster.ops.role_state":
-            data = result._result  # pylint: disable=protected-access
-            record["role_state"] = {key: data.get(key) for key in ("name", "state", "converged", "recorded", "reason")}
         with open(self._path, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(record) + "\n")
 

@@ -322,18 +322,6 @@ def _read_device(dev_path, name, unreadable, counters=True):
     return device
 
 
-def port_states(parsed):
-    """Each port of a parsed tree or ibstat output as what the roles read of it: device, port, state, physical
-    state, rate and link layer (no counters)."""
-    ports = []
-    for device in parsed.get("devices") or []:
-        for port in device.get("ports") or []:
-            ports.append({"device": device.get("name"), "port": port.get("port"), "state": port.get("state"),
-                          "physical_state": port.get("physical_state"), "rate_gbps": port.get("rate_gbps"),
-                          "link_layer": port.get("link_layer")})
-    return ports
-
-
 def read_sys_class_infiniband(path="/sys/class/infiniband", counters=True):
     """Read a ``/sys/class/infiniband`` tree into the InfiniBand model, with the port counters unless ``counters`` is
     false (the quick health check needs only state, physical state and rate: a few files instead of hundreds).

@@ -79,9 +79,15 @@ from ansible_collections.gpucluster.ops.plugins.module_utils import _ib
 
 def ib_facts(parsed, source):
     """Build the facts from a parsed sysfs tree or ibstat output (pure function, for tests)."""
+    ports = []
+    for device in parsed.get("devices") or []:
+        for port in device.get("ports") or []:
+            ports.append({"device": device.get("name"), "port": port.get("port"), "state": port.get("state"),
+                          "physical_state": port.get("physical_state"), "rate_gbps": port.get("rate_gbps"),
+                          "link_layer": port.get("link_layer")})
     return {
         "gpucluster_ib_devices": parsed.get("devices") or [],
-        "gpucluster_ib_ports": _ib.port_states(parsed),
+        "gpucluster_ib_ports": ports,
         "gpucluster_ib_source": source,
         "gpucluster_ib_error": "; ".join(e.get("message", "") for e in parsed.get("errors") or []),
     }
