@@ -9,6 +9,13 @@ COLL_LINK := .cache/collections/ansible_collections/gpucluster/ops
 # Empty: every scenario, longest first (scripts/molecule.sh orders them by molecule/budget.yml).
 SCENARIOS ?=
 LAB_INVENTORY ?= inventories/lab
+# The second controller the tests run (meta/runtime.yml: ansible-core 2.19 to 2.21): ansible-core 2.21 on Debian 13's
+# Python 3.13, in a chroot that make platform builds once per machine (scripts/controller.sh, controllers/).
+CONTROLLER ?= 2.21
+# The scenarios whose converge and verify run on that controller (scenario=version); the others run on the host's
+# .venv (ansible-core 2.19).
+MOLECULE_CONTROLLERS ?= cluster-deb13=$(CONTROLLER)
+export MOLECULE_CONTROLLERS
 CLUSTER ?= deb13
 TESTS ?=
 
@@ -36,10 +43,11 @@ $(COLL_LINK):
 	mkdir -p $(dir $(COLL_LINK))
 	ln -sfn ../../../.. $(COLL_LINK)
 
-platform: ## Docker engine and the machine's apt package cache running, Debian 12/13 systemd images built (root)
+platform: ## Docker engine and the machine's apt package cache running, Debian 12/13 systemd images and the ansible-core 2.21 controller built (root)
 	scripts/ensure-docker.sh
 	scripts/ensure-apt-cache.sh
 	scripts/build-images.sh
+	scripts/controller.sh build $(CONTROLLER)
 
 yamllint: setup
 	yamllint -s .
@@ -59,13 +67,19 @@ docs-lint: setup
 role-docs: setup ## Rewrite the role READMEs' variable tables from meta/argument_specs.yml
 	scripts/role-readme.py
 
-sanity: setup ## ansible-test sanity in a temporary ansible_collections/gpucluster/ops tree
+sanity: setup ## ansible-test sanity in a temporary ansible_collections/gpucluster/ops tree, on ansible-core 2.19 and 2.21
 	scripts/sanity.sh
+	scripts/controller.sh run $(CONTROLLER) scripts/sanity.sh
 
 # One pytest worker per CPU (pytest-xdist): the unit tests are CPU-bound and independent (88 playbook-running tests:
 # 127 s in one process, 81 s in two on this project's 2-core machine).
-unit: setup ## Unit and property tests (pytest, one worker per CPU)
+# The tests that load the collection's plugins (tests/unit/plugins, and ansible-doc over every plugin) run again on the
+# 2.21 controller; the rest of the suite once, on the host's 2.19.
+UNIT_ON_CONTROLLER := tests/unit/plugins tests/unit/test_plugin_docs.py tests/unit/test_public_ansible_api.py
+
+unit: setup ## Unit and property tests (pytest, one worker per CPU); the plugin tests again on ansible-core 2.21
 	scripts/pytest.sh tests/unit -n auto
+	scripts/controller.sh run $(CONTROLLER) scripts/pytest.sh $(UNIT_ON_CONTROLLER) -n auto
 
 integration: setup ## Tests on this machine's kernel in network namespaces of their own (root; skip otherwise)
 	scripts/pytest.sh tests/integration -p no:cacheprovider

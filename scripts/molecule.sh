@@ -117,13 +117,28 @@ PY
     docker update --cpu-shares "$shares" $names >/dev/null || echo "=== $s: could not set the CPU shares of $names"
 }
 
+# The controller a scenario runs on: MOLECULE_CONTROLLERS lists scenario=version pairs (the Makefile's); a scenario
+# not listed runs on this shell's ansible (the host's .venv).
+controller_of() {
+    local pair
+    for pair in ${MOLECULE_CONTROLLERS:-}; do
+        [ "${pair%%=*}" = "$1" ] && { echo "${pair#*=}"; return 0; }
+    done
+    return 1
+}
+
 run_one() {
     local s=$1 niceness=$2 start=$SECONDS log=$logs/$1.log t0=${EPOCHREALTIME/[.,]/} sharer
     rm -f "$logs/$s.junit.xml" "$logs/$s.cpu" "$logs/$s.cpu.jsonl" "$log"
     echo "=== molecule test -s $s (nice $niceness, containers' CPU shares $(cpu_shares "$niceness"), log: $log)"
     share_containers "$s" "$(cpu_shares "$niceness")" "$log" &
     sharer=$!
-    if nice -n "$niceness" molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
+    local controller=() version
+    if version=$(controller_of "$s"); then
+        controller=(scripts/controller.sh run "$version")
+        echo "=== $s: on the ansible-core $version controller (scripts/controller.sh)"
+    fi
+    if nice -n "$niceness" "${controller[@]}" molecule test -s "$s" 2>&1 | stamp "$t0" >"$log"; then
         printf '%-24s passed  %4d s\n' "$s" $((SECONDS - start)) >>"$results"
     else
         printf '%-24s FAILED  %4d s  (log: %s)\n' "$s" $((SECONDS - start)) "$log" >>"$results"

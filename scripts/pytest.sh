@@ -3,12 +3,9 @@
 # pytest exits 5 when it collected no test: for a suite that has tests that means discovery broke, so it fails
 # here with a message instead of passing silently or failing without one.
 set -uo pipefail
-# The tests' ansible-playbook runs share one AnsiballZ module cache (tests/support/callback_plugins/
-# gpucluster_ansiballz_cache.py) unless the caller chose callbacks itself; a test that sets its own keeps its own.
-# Not the collection's preload callback: its 0.2 s a run costs the unit tests' many short runs more than it saves
-# (the whole suite: 380 CPU-s with it, 352 without, 2026-12-04; docs/performance.md).
-export ANSIBLE_CALLBACK_PLUGINS=${ANSIBLE_CALLBACK_PLUGINS:-$PWD/tests/support/callback_plugins}
-export ANSIBLE_CALLBACKS_ENABLED=${ANSIBLE_CALLBACKS_ENABLED:-gpucluster_ansiballz_cache}
+# The tests' ansible-playbook runs read the checkout's ansible.cfg (the Makefile exports ANSIBLE_CONFIG), so they
+# enable the plugins a user's run enables and no others (tests/unit/test_same_plugins.py).
+export ANSIBLE_CONFIG=${ANSIBLE_CONFIG:-$PWD/ansible.cfg}
 pytest "$@"
 rc=$?
 if [ $rc -eq 5 ]; then

@@ -3,8 +3,12 @@
 # (ansible-test needs that path layout). Extra arguments go to ansible-test (e.g. --test pep8).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-tree=$here/.cache/sanity/ansible_collections/gpucluster/ops
-python=${SANITY_PYTHON:-3.11}
+# The ansible-core that runs it: the host's .venv (2.19), or a controller of scripts/controller.sh (make sanity runs
+# both); each has a tree of its own, so that both can run at once.
+core=$(python3 -c 'from ansible.release import __version__ as v; print(".".join(v.split(".")[:2]))')
+tree=$here/.cache/sanity-$core/ansible_collections/gpucluster/ops
+python=${SANITY_PYTHON:-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')}
+echo "sanity: ansible-core $core, Python $python"
 
 # ansible-test bootstraps pip in its venvs with a script it downloads from a host this machine cannot reach;
 # it accepts a local stand-in of the same name: ensurepip, then pip install from PyPI.

@@ -3,26 +3,25 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The slurm role's render step in one task, on the controller (documentation: plugins/modules/slurm_render.py).
 
-It does what the step did with three set_fact tasks and four ``lookup('template')`` calls, in one pass: one fast
-view of ``hostvars`` for every line, one node pass shared by the NodeName and gres.conf lines, the topology checked
-against those node names, and the templates rendered with one copy of the task's variables (a template lookup
-deep-copies every task variable, for each file). The lines and the files are byte for byte what the filters and the
+It does what the step did with three set_fact tasks and four ``lookup('template')`` calls, in one pass: each host's
+variables read once (``hostvars[host]``, Ansible's own view) for every line, one node pass shared by the NodeName and
+gres.conf lines, the topology checked against those node names, and then the templates rendered by Ansible's own
+``template`` lookup with the lines as variables. The lines and the files are byte for byte what the filters and the
 lookups give (tests/unit/roles/test_slurm_render_paths.py compares both on a generated inventory).
+
+Only public interfaces of ansible-core: the action plugin API, ``hostvars`` and the lookup plugin loader.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
-from ansible.template import trust_as_template
-from ansible._internal._templating import _template_vars  # the template action's own variables (template_path, ...)
+from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_render as render
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 
 # The lines each file's template reads, as the variables the slurm role's templates name them.
 LINE_VARIABLES = {"node": "__slurm_node_lines", "gres": "__slurm_gres_lines", "partition": "__slurm_partition_lines",
@@ -70,7 +69,7 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _lines(args, task_vars):
-        hostvars = fast_hostvars(task_vars.get("hostvars", {}))
+        hostvars = _HostVarsOnce(task_vars.get("hostvars", {}))
         groups = task_vars.get("groups", {})
         # a group's name rather than its 10,000 host names: Ansible sends a task's templated options back to the main
         # process with the result, each name with its origin
@@ -91,24 +90,37 @@ class ActionModule(ActionBase):
         return {"node": node, "gres": gres, "partition": partition, "topology": topology}
 
     def _files(self, templates, lines, task_vars):
-        """Each template rendered as the template lookup does (trim_blocks, the ansible_managed header), trimmed, with
-        one final newline; the task's variables are copied once for all of them."""
-        temp_vars = task_vars.copy()
+        """Each template rendered by Ansible's template lookup (trim_blocks, the ansible_managed header), trimmed, with
+        one final newline, the lines given to it as the variables the templates name."""
+        temp_vars = dict(task_vars)
         temp_vars.update((LINE_VARIABLES[key], value) for key, value in lines.items())
-        searchpath = []
-        for path in task_vars.get("ansible_search_path", []):
-            searchpath.extend([os.path.join(path, "templates"), path])
+        lookup = lookup_loader.get("ansible.builtin.template", loader=self._loader, templar=self._templar)
         files = {}
         for name, src in templates.items():
-            source = self._find_needle("templates", to_text(src))
-            temp_vars.update(_template_vars.generate_ansible_template_vars(
-                path=src, fullpath=source, include_ansible_managed="ansible_managed" not in task_vars))
-            templar = self._templar.copy_with_new_env(available_variables=temp_vars,
-                                                      searchpath=[os.path.dirname(source)] + searchpath)
-            data = trust_as_template(self._loader.get_text_file_contents(source))
-            rendered = templar.template(data, escape_backslashes=False, overrides=dict(trim_blocks=True))
+            rendered = lookup.run([to_text(src)], variables=temp_vars, trim_blocks=True)[0]
             files[str(name)] = to_text(rendered if rendered is not None else "").strip() + "\n"
         return files
+
+
+class _HostVarsOnce(object):
+    """``hostvars`` whose hosts are each looked up once: ``hostvars[host]`` computes the host's variables afresh at
+    every call, and the node, gres and partition passes read the same hosts."""
+
+    def __init__(self, hostvars):
+        self.hostvars = hostvars
+        self.seen = {}
+
+    def __getitem__(self, host):
+        view = self.seen.get(host)
+        if view is None:
+            view = self.seen[host] = self.hostvars[host]
+        return view
+
+    def __contains__(self, host):
+        return host in self.seen or host in self.hostvars
+
+    def get(self, host, default=None):
+        return self[host] if host in self else default
 
 
 class _StageError(Exception):

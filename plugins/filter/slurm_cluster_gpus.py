@@ -84,14 +84,13 @@ _value:
 """
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, cluster_gpus
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
 @filter_errors(SlurmRenderError, "slurm_cluster_gpus")
 def slurm_cluster_gpus(hosts, hostvars, partitions=None, groups=None, gpu_type_map=None, undeclared_ok=False):
     """Return {nodes: {node: {type: count}}, partitions: {name: [nodes]}, undeclared: [hosts]} for ``hosts``."""
-    return cluster_gpus(hosts, fast_hostvars(hostvars), partitions=partitions, groups=groups,
+    return cluster_gpus(hosts, hostvars, partitions=partitions, groups=groups,
                         gpu_type_map=gpu_type_map, undeclared_ok=undeclared_ok)
 
 

@@ -68,14 +68,13 @@ _value:
 """
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, gres_lines
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
 @filter_errors(SlurmRenderError, "slurm_gres_lines")
 def slurm_gres_lines(hosts, hostvars, autodetect=None, gpu_type_map=None):
     """Return the folded gres.conf lines for ``hosts``."""
-    return gres_lines(hosts, fast_hostvars(hostvars), autodetect=autodetect, gpu_type_map=gpu_type_map)
+    return gres_lines(hosts, hostvars, autodetect=autodetect, gpu_type_map=gpu_type_map)
 
 
 class FilterModule(object):

@@ -84,7 +84,6 @@ _value:
 """
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, node_lines
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
@@ -92,7 +91,7 @@ from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import
 def slurm_node_lines(hosts, hostvars, gpu_type_map=None, memory_reserve_percent=None, memory_reserve_min_mib=None,
                      memory_round_mib=None):
     """Return the folded NodeName lines for ``hosts``."""
-    return node_lines(hosts, fast_hostvars(hostvars), gpu_type_map=gpu_type_map, memory_reserve_percent=memory_reserve_percent,
+    return node_lines(hosts, hostvars, gpu_type_map=gpu_type_map, memory_reserve_percent=memory_reserve_percent,
                       memory_reserve_min_mib=memory_reserve_min_mib, memory_round_mib=memory_round_mib)
 
 

@@ -60,14 +60,13 @@ _value:
 """
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import SlurmRenderError, partition_lines
-from ansible_collections.gpucluster.ops.plugins.plugin_utils._fast_hostvars import fast_hostvars
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
 @filter_errors(SlurmRenderError, "slurm_partition_lines")
 def slurm_partition_lines(partitions, groups, hostvars=None):
     """Return the PartitionName lines of ``partitions``."""
-    return partition_lines(partitions, groups, fast_hostvars(hostvars) if hostvars is not None else None)
+    return partition_lines(partitions, groups, hostvars)
 
 
 class FilterModule(object):

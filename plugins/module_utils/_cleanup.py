@@ -2,7 +2,7 @@
 # Copyright: gpucluster.ops contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Disk cleanup on a node: old files and job scratch directories, the package manager's downloads, old container
-images. What the node_cleanup module runs; standard library only (it runs on the nodes, Python 3.8+).
+images. What the node_cleanup module runs; standard library only (it runs on the nodes: Python 3.8+, 3.9+ under ansible-core 2.20 and later).
 
 ``check_rules`` checks every rule before anything is removed and raises ``SpecError`` naming ``rules[i].key`` and the
 value; ``run_rules`` then runs them (or, in check mode, lists what each would remove).

@@ -35,7 +35,7 @@ now), going one year back for dates that would lie in the future.
 codes to ``{"name", "class", "resolution", "severity", "action"}``; ``xid_info(code)`` answers for unknown codes as
 well (``class: unknown``, ``severity: warning``).
 
-Standard library only, Python 3.8+; nothing here raises.
+Standard library only, Python 3.8+ (3.9+ under ansible-core 2.20 and later); nothing here raises.
 """
 
 import re

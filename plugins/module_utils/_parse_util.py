@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Value normalisation shared by the health parsers (nvidia-smi, NVLink, InfiniBand, kernel log, DCGM, NCCL).
 
-Standard library only; runs on the nodes (Python 3.8+). Nothing here raises on bad input: the converters return
+Standard library only; runs on the nodes (Python 3.8+, 3.9+ under ansible-core 2.20 and later). Nothing here raises on bad input: the converters return
 ``None`` for "not available" values and, when given an ``unreadable`` list, append a short note for values that are
 present but cannot be read (``"gpu 3: temperature/gpu_temp value 'abc' is not a number"``).
 

@@ -435,24 +435,8 @@ def _unique_names(specs):
 
 
 def node_specs(hosts, hostvars, options, type_map=None, need_memory=True):
-    """NodeSpec of every host, validated across hosts (unique names, GPU type variants).
-
-    Hosts whose variables come from their groups alone (the fast hostvars view gives them one ``shared_key``) have
-    the same spec but for their names: it is made once for them, from the first of them, and copied.
-    """
-    specs, shared = [], {}
-    for host in _host_list(hosts):
-        hv = _hostvars_of(hostvars, host)
-        key = getattr(hv, "shared_key", None)
-        first = shared.get(key) if key is not None else None
-        if first is None:
-            spec = node_spec(host, hv, options, type_map, need_memory)
-            if key is not None:
-                shared[key] = spec
-        else:
-            spec = NodeSpec(**dict((k, getattr(first, k)) for k in NodeSpec.__slots__))
-            spec.host, spec.name = host, node_name(host, hv)
-        specs.append(spec)
+    """NodeSpec of every host, validated across hosts (unique names, GPU type variants)."""
+    specs = [node_spec(host, _hostvars_of(hostvars, host), options, type_map, need_memory) for host in _host_list(hosts)]
     _unique_names(specs)
     _check_type_variants(specs)
     return specs

@@ -28,7 +28,7 @@ Xid 144-150 (NVLink5): the line's own word decides (``Nonfatal``: warning; ``Fat
 word keeps the catalogue's ``error``. Xid 154 names the recovery action the driver now wants
 (``recovery_action(message)``): anything but "None" is an error.
 
-Standard library only, Python 3.8+; nothing here raises.
+Standard library only, Python 3.8+ (3.9+ under ansible-core 2.20 and later); nothing here raises.
 """
 
 import re

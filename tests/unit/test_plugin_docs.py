@@ -83,8 +83,18 @@ def test_node_side_code_parses_as_the_promised_python(path):
 _PROMISE = re.compile(r"[Pp]ython (3\.\d+)(?:\+| and newer| or newer| or later)")
 
 
+# The managed nodes' Python floor of each supported ansible-core (meta/runtime.yml): the docs promise the lowest, and
+# say where a newer ansible-core needs more.
+NODE_PYTHON_FLOOR = {"2.19": (3, 8), "2.20": (3, 9), "2.21": (3, 9)}
+
+
+def test_node_python_floor_table_is_true_for_the_running_ansible_core():
+    from ansible.release import __version__
+    assert NODE_PYTHON_FLOOR[".".join(__version__.split(".")[:2])] == tuple(_node_python_min())
+
+
 def test_python_version_promises_agree():
-    wanted = "%d.%d" % _node_python_min()
+    wanted = "%d.%d" % min(NODE_PYTHON_FLOOR.values())
     paths = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "galaxy.yml")]
     paths += glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
     paths += glob.glob(os.path.join(ROOT, "roles", "*", "README.md"))
@@ -161,13 +171,16 @@ def test_dependency_ranges_admit_the_tested_ansible_package():
         assert "<" in wanted, "%s: %s has no upper bound (the next major may break the roles)" % (collection, wanted)
 
 
-def test_requires_ansible_is_the_tested_ansible_core():
+def test_requires_ansible_is_the_tested_range():
+    """meta/runtime.yml admits the running ansible-core and exactly the minor releases of NODE_PYTHON_FLOOR, the ones
+    tested (2.19 on the host, 2.21 on scripts/controller.sh's controller, 2.20 between them)."""
     from ansible.release import __version__
     from packaging.specifiers import SpecifierSet
     with open(os.path.join(ROOT, "meta", "runtime.yml")) as handle:
         spec = SpecifierSet(yaml.safe_load(handle)["requires_ansible"])
-    tested = ".".join(__version__.split(".")[:2])
     assert __version__ in spec
-    assert "%s.0" % tested in spec
-    major, minor = (int(p) for p in tested.split("."))
-    assert "%d.%d.99" % (major, minor - 1) not in spec and "%d.%d.0" % (major, minor + 1) not in spec, spec
+    minors = sorted(NODE_PYTHON_FLOOR, key=lambda v: tuple(int(p) for p in v.split(".")))
+    assert all("%s.0" % v in spec for v in minors), spec
+    low = [int(p) for p in minors[0].split(".")]
+    high = [int(p) for p in minors[-1].split(".")]
+    assert "%d.%d.99" % (low[0], low[1] - 1) not in spec and "%d.%d.0" % (high[0], high[1] + 1) not in spec, spec

@@ -81,7 +81,7 @@ def test_a_run_killed_in_the_distribution_leaves_no_mix_and_the_next_converges(s
     record = tmp_path / "killed-after.json"
     with monkeypatch.context() as env:
         env.setenv("ANSIBLE_CALLBACK_PLUGINS", CALLBACKS)
-        env.setenv("ANSIBLE_CALLBACKS_ENABLED", "gpucluster_kill_at")
+        env.setenv("ANSIBLE_CALLBACKS_ENABLED", "gpucluster.ops.preload,gpucluster_kill_at")  # ansible.cfg's and the fault's
         env.setenv("ANSIBLE_FORKS", "1")
         env.setenv("GPUCLUSTER_KILL_AT_TASK", KILL_TASK)
         env.setenv("GPUCLUSTER_KILL_AT_RECORD", str(record))
