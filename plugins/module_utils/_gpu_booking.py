@@ -8,15 +8,19 @@
 - ``check_request`` checks one booking against the policy, the teams and the reservations Slurm shows, and returns
   the reservation to create (the slurm_reservation module's wanted reservation and scontrol arguments), or raises
   ``JobError`` with the reason: nothing is booked then.
+- ``check_cancel`` checks that a user may cancel a booking (its owner, or an admin of its team) and returns the
+  scontrol arguments that delete it, or raises ``JobError``.
 
 A booking is a Slurm reservation named ``<prefix><team>-<user>-<start>`` (prefix ``book-``) of whole nodes of the
 booking partition (Slurm 22.05 cannot reserve GPUs of a node; see docs/gpu-job.md), for the team's account. Times
-are the controller's local time, as scontrol takes and prints them. Standard library only.
+are the cluster's local time (the system's time zone, never the caller's TZ), as scontrol takes and prints them.
+Durations are bounded (``MAX_SPAN_S``), so no date arithmetic overflows. Standard library only.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import datetime
+import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_job, _slurm_reservation as resv
 from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_job import JobError
@@ -27,15 +31,22 @@ __metaclass__ = type
 PREFIX = resv.BOOKING_PREFIX
 KEYS = ("partition", "max_gpus", "max_duration", "max_ahead", "max_share", "teams", "maintenance_windows")
 TIME = resv.SLURM_TIME_FORMAT
+TEAM_KEYS = ("max_gpus", "max_duration", "admins")
+# The longest duration the policy may name (max_duration, max_ahead): ten years keeps every date in range.
+MAX_SPAN_S = 3650 * 86400
+STAMP_RE = re.compile(r"-[0-9]{8}T[0-9]{4}\Z")
 
 
-def _duration(value, where):
+def _duration(value, where, limit=MAX_SPAN_S, why=None):
+    """Whole minutes, more than 0 and at most ``limit`` seconds (``why``: the refusal's end when it is more)."""
     try:
         seconds = parse_duration(value, where)
     except SpecError as error:
         raise JobError(str(error))
     if not seconds or seconds % 60:
         raise JobError("%s is %r: give whole minutes, more than 0, such as 4h or 90m" % (where, value))
+    if seconds > limit:
+        raise JobError("%s is %r: %s" % (where, value, why or "at most %s" % format_time(limit)))
     return seconds
 
 
@@ -50,6 +61,20 @@ def _gpus(value, where):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise JobError("%s is %r: a whole number of GPUs, 1 or more" % (where, value))
     return value
+
+
+def _admins(value, config, team, where):
+    """A team's booking admins: members of the team, who may cancel any of its bookings."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or [u for u in value if not isinstance(u, str) or not u]:
+        raise JobError("%s is %r: a list of user names, members of team %s" % (where, value, team))
+    members = sorted(u for u, m in config["users"].items() if team in m["teams"])
+    for user in value:
+        if user not in members:
+            raise JobError("%s: %r is not a member of team %s (members: %s)"
+                           % (where, user, team, ", ".join(members) or "none"))
+    return sorted(set(value))
 
 
 def build_policy(booking, config, helper, variable="user_tools_booking"):
@@ -86,20 +111,21 @@ def build_policy(booking, config, helper, variable="user_tools_booking"):
     overrides = booking.get("teams") or {}
     team_names = [t["name"] for t in config["teams"]]
     if not isinstance(overrides, dict):
-        raise JobError("%s.teams is %r: a mapping of team to max_gpus and max_duration" % (variable, overrides))
+        raise JobError("%s.teams is %r: a mapping of team to max_gpus, max_duration and admins" % (variable, overrides))
     teams = {}
     for team in sorted(overrides, key=str):
         where = "%s.teams.%s" % (variable, team)
         limits = overrides[team]
         if team not in team_names:
             raise JobError("%s: no such team (teams: %s)" % (where, ", ".join(sorted(team_names)) or "none"))
-        if not isinstance(limits, dict) or [k for k in limits if k not in ("max_gpus", "max_duration")]:
-            raise JobError("%s is %r: a mapping of max_gpus and max_duration" % (where, limits))
+        if not isinstance(limits, dict) or [k for k in limits if k not in TEAM_KEYS]:
+            raise JobError("%s is %r: a mapping of %s" % (where, limits, ", ".join(TEAM_KEYS)))
         teams[team] = {"max_gpus": _gpus(limits.get("max_gpus", default["max_gpus"]), where + ".max_gpus"),
                        "max_duration_s": _duration(limits.get("max_duration", booking["max_duration"]),
-                                                   where + ".max_duration")}
+                                                   where + ".max_duration"),
+                       "admins": _admins(limits.get("admins"), config, team, where + ".admins")}
     for team in team_names:
-        teams.setdefault(team, dict(default))
+        teams.setdefault(team, dict(default, admins=[]))
     windows = []
     for index, window in enumerate(booking.get("maintenance_windows") or []):
         where = "%s.maintenance_windows[%d]" % (variable, index)
@@ -161,18 +187,17 @@ def check_request(config, user, request, reservations, now):
         raise JobError("team %s may not book GPUs (rerun the user_tools role)" % team)
     gpus = _gpu_job.parse_gpus(request["gpus"])
     start = _time(request["start"], "--start")
-    seconds = _duration(request["duration"], "--duration")
+    # Checked against the team's limit before any date arithmetic: an absurd duration is one line, not an overflow.
+    seconds = _duration(request["duration"], "--duration", limits["max_duration_s"],
+                        "team %s may book at most %s at a time" % (team, format_time(limits["max_duration_s"])))
     begins = _parse(start)
-    end = (begins + datetime.timedelta(seconds=seconds)).strftime(TIME)
     if begins < now:
         raise JobError("--start is %s, which is in the past (now %s): book a time to come" % (start, now.strftime(TIME)))
     if (begins - now).total_seconds() > booking["max_ahead_s"]:
         raise JobError("--start is %s: bookings may start at most %s ahead (until %s)"
                        % (start, format_time(booking["max_ahead_s"]),
                           (now + datetime.timedelta(seconds=booking["max_ahead_s"])).strftime(TIME)))
-    if seconds > limits["max_duration_s"]:
-        raise JobError("--duration is %s: team %s may book at most %s at a time"
-                       % (request["duration"], team, format_time(limits["max_duration_s"])))
+    end = (begins + datetime.timedelta(seconds=seconds)).strftime(TIME)
     nodes = -(-gpus // booking["gpus_per_node"])
     booked = nodes * booking["gpus_per_node"]
     rounded = "" if booked == gpus else " (%d whole node(s) of %d GPUs: %d GPUs)" % (
@@ -207,6 +232,40 @@ def check_request(config, user, request, reservations, now):
         raise JobError("cannot book %s: %s" % (name, error))
     return {"name": name, "gpus": booked, "nodes": nodes, "team": team, "start": start, "end": end,
             "args": ["create", "reservation"] + resv.create_args(want)}
+
+
+def owner_of(booking, item):
+    """The user who booked ``item`` (from its name ``<prefix><team>-<user>-<YYYYmmddTHHMM>``), or None."""
+    team = team_of(booking, item)
+    head = "%s%s-" % (booking["prefix"], team)
+    if team is None or not item["name"].startswith(head) or not STAMP_RE.search(item["name"]):
+        return None
+    return item["name"][len(head):-len("-YYYYmmddTHHMM")] or None
+
+
+def check_cancel(config, user, name, reservations):
+    """Check that ``user`` may cancel the booking ``name``; return ``{name, team, owner, start, end, args}``.
+
+    The booking's owner may, and so may an admin of its team (the policy's ``teams.<team>.admins``). Raises
+    ``JobError`` with the reason (nothing is cancelled).
+    """
+    booking = policy(config)
+    if not isinstance(name, str) or not resv.NAME_PATTERN.match(name) or not name.startswith(booking["prefix"]):
+        raise JobError("%r is not a booking: a booking's name starts with %s (gpu-job reservations lists them)"
+                       % (name, booking["prefix"]))
+    item = resv.find(reservations, name)
+    if item is None:
+        raise JobError("there is no booking %s (gpu-job reservations lists them)" % name)
+    team, owner = team_of(booking, item), owner_of(booking, item)
+    if team is None or owner is None:
+        raise JobError("%s is not a booking gpu-job reserve made (account %s): ask the admins"
+                       % (name, ",".join(item["accounts"]) or "none"))
+    admins = (booking["teams"].get(team) or {}).get("admins") or []
+    if user != owner and user not in admins:
+        raise JobError("booking %s is %s's, for team %s: only %s or an admin of team %s (%s) may cancel it"
+                       % (name, owner, team, owner, team, ", ".join(admins) or "none named"))
+    return {"name": name, "team": team, "owner": owner, "start": item["start_time"], "end": item["end_time"],
+            "args": ["delete", "reservationname=" + name]}
 
 
 def listing(config, reservations):
