@@ -7,11 +7,21 @@ images. What the node_cleanup module runs; standard library only (it runs on the
 ``check_rules`` checks every rule before anything is removed and raises ``SpecError`` naming ``rules[i].key`` and the
 value; ``run_rules`` then runs them (or, in check mode, lists what each would remove).
 
-Safety, for the files rules: nothing is followed through a symlink (``lstat``; a symlinked directory is not
-descended, a symlink itself may be removed when old); nothing below a listed path on another filesystem (``st_dev``)
-is touched; a listed path itself is never removed; a file that a process holds open (``/proc/*/fd``), or a scratch
-directory that holds one or is a process's working directory, is skipped as ``in_use``; a file that vanishes
-meanwhile is not an error.
+Safety, for the files rules, against the users who own the directories cleaned (issue 46): the walk is by file
+descriptors, never by path. Each listed path is opened from '/' to its allowed root (resolved when the rules are
+checked) and on, one directory at a time, each with O_NOFOLLOW|O_DIRECTORY relative to the one before (a parent
+swapped for a symlink since the check is not followed); below it, each directory is opened the same way relative to
+its verified parent and must still be the directory that was looked at (``st_dev``, ``st_ino``); files are looked at
+(``fstatat``, no symlink followed) and unlinked relative to their directory's descriptor, right after checking they
+are still the same file. A directory swapped for a symlink during the walk is thus never entered, and an unlink
+removes at most a name in the directory that was checked: nothing outside the listed path. A symlink itself may be
+removed when old. Nothing below a listed path on another filesystem (``st_dev``) is touched; a listed path itself is
+never removed; a file that a process holds open (``/proc/*/fd``), or a scratch directory that holds one or is a
+process's working directory, is skipped as ``in_use``; a file that vanishes meanwhile is not an error.
+
+The checks refuse every bad path by name (relative, with a NUL byte or a '..' component), '/' and, as an allowed root
+or a rule's path, a system tree (``SYSTEM_TREES``: /etc, /usr, /home, /var/lib ..., also one a path resolves to or
+holds) unless the rule sets ``allow_system_tree: true``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -40,7 +50,7 @@ RUNTIMES = ("docker", "podman", "containerd")
 REFUSED_NAMESPACES = ("k8s.io",)
 CAP = 200                      # entries of ``removed`` and ``skipped`` returned per rule; all are counted
 KEYS = {
-    "files": ("name", "kind", "paths", "age", "patterns", "unit"),
+    "files": ("name", "kind", "paths", "age", "patterns", "unit", "allow_system_tree"),
     "package_cache": ("name", "kind", "age"),
     "container_images": ("name", "kind", "runtime", "age", "keep", "namespace"),
 }
@@ -56,7 +66,30 @@ _SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 
                "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4}
 _CREATED_RE = re.compile(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.\d+)?\s*(Z|[+-]\d\d:?\d\d)?(?:\s+\w+)?$")
 
-_lstat = os.lstat              # one place, so that a test can simulate another filesystem
+# The system's own trees: never an allowed root, nor below one or holding one (/var holds /var/lib), unless a rule
+# sets allow_system_tree. /lib* (lib32, lib64, libx32 ...) are matched by name. Below them, these may be cleaned.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/opt", "/proc", "/root", "/run", "/sbin", "/snap",
+                "/srv", "/sys", "/usr", "/var/lib", "/var/mail", "/var/run", "/var/spool")
+SYSTEM_TREE_EXCEPTIONS = ("/var/lib/systemd/coredump",)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def _lstat(name, dir_fd, path):
+    """The lstat of ``name`` in the directory ``dir_fd`` (``path``, its full name, lets a test simulate another
+    filesystem)."""
+    return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _children(dir_fd, path):
+    """The names in the directory ``dir_fd`` (at ``path``), sorted."""
+    del path
+    return sorted(os.listdir(dir_fd))
+
+
+def _race_point(point, path):
+    """The seam where another process may act: called with ``open`` before a directory is opened, ``unlink`` before
+    a file is unlinked and ``rmdir`` before a directory is removed, and ``path``. Does nothing; a test swaps a
+    directory for a symlink here, between the check and the act."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -84,16 +117,35 @@ def _under(path, root):
 
 
 def _absolute_dir(value, where):
-    if not _is_str(value) or not value.startswith("/"):
+    """``value`` normalized; a SpecError naming ``where`` for anything but an absolute path without NUL or '..'."""
+    if not _is_str(value):
         raise SpecError("%s is %r: give an absolute directory" % (where, value))
+    if "\0" in value:
+        raise SpecError("%s is %r: a path has no NUL byte" % (where, value))
+    if not value.startswith("/"):
+        raise SpecError("%s is %r: give an absolute directory" % (where, value))
+    if ".." in value.split("/"):
+        raise SpecError("%s is %r: a '..' component is refused: give the directory itself" % (where, value))
     path = os.path.normpath(value)
     if path.startswith("//"):
         path = "/" + path.lstrip("/")
     return path
 
 
-def check_roots(roots):
-    """The allowed roots, normalized; '/' and anything not absolute are refused."""
+def system_tree(path):
+    """The system tree that ``path`` is, lies below or holds (``/var`` holds ``/var/lib``), or None."""
+    if any(_under(path, safe) for safe in SYSTEM_TREE_EXCEPTIONS):
+        return None
+    for tree in SYSTEM_TREES:
+        if _under(path, tree) or _under(tree, path):
+            return tree
+    match = re.match(r"^/lib[^/]*", path)
+    return match.group(0) if match else None
+
+
+def check_roots(roots, system_trees=False):
+    """The allowed roots, normalized; '/', anything not absolute, and (unless ``system_trees``: a rule sets
+    ``allow_system_tree``) a system tree, also one a root resolves to, are refused."""
     if roots is None:
         roots = DEFAULT_ROOTS
     if isinstance(roots, str) or not isinstance(roots, (list, tuple)) or not roots:
@@ -103,28 +155,46 @@ def check_roots(roots):
         path = _absolute_dir(root, "allowed_roots[%d]" % index)
         if path == "/":
             raise SpecError("allowed_roots[%d] is %r: '/' is never an allowed root" % (index, root))
+        if not system_trees:
+            real = os.path.realpath(path)
+            tree = system_tree(path) or system_tree(real)
+            if tree:
+                resolved = "" if real == path or system_tree(path) else ", which resolves to %s" % real
+                raise SpecError("allowed_roots[%d] is %r%s: %s is a system tree, never an allowed root unless a rule "
+                                "sets allow_system_tree: true" % (index, root, resolved, tree))
         checked.append(path)
     return checked
 
 
-def _check_path(value, where, name, roots):
+def _check_path(value, where, name, roots, system_trees=False):
+    """``(path, real root, path below it)``: the listed path, the allowed root it is walked from (the outermost that
+    holds it, resolved now) and the rest of the path, walked from there one directory at a time."""
     path = _absolute_dir(value, where)
     said = "rule %r: %s is %r" % (name, where, value)
     if path == "/":
         raise SpecError("%s: '/' is never cleaned (allowed roots: %s)" % (said, ", ".join(roots)))
-    if not any(_under(path, root) for root in roots):
+    holding = [root for root in roots if _under(path, root)]
+    if not holding:
         raise SpecError("%s, which is not one of the allowed roots or below one (allowed_roots: %s)"
                         % (said, ", ".join(roots)))
     real = os.path.realpath(path)
     if not any(_under(real, os.path.realpath(root)) for root in roots):
         raise SpecError("%s, which resolves through a symlink to %s, outside the allowed roots (allowed_roots: %s)"
                         % (said, real, ", ".join(roots)))
-    return path
+    tree = system_tree(path) or system_tree(real)
+    if tree and not system_trees:
+        resolved = "" if real == path or system_tree(path) else ", which resolves to %s" % real
+        raise SpecError("%s%s: %s is a system tree; a path in it, or holding it, is cleaned only when the rule sets "
+                        "allow_system_tree: true" % (said, resolved, tree))
+    root = min(holding, key=len)
+    return path, os.path.realpath(root), path[len(root):].strip("/")
 
 
 def _check_globs(rule, key, where, default):
     globs = _str_list(rule, key, where, default)
     for glob in globs:
+        if "\0" in glob:
+            raise SpecError("%s.%s has %r: a NUL byte matches no name" % (where, key, glob))
         if key == "patterns" and "/" in glob:
             raise SpecError("%s.%s has %r: a pattern matches a file name, which has no '/'" % (where, key, glob))
     return globs
@@ -148,6 +218,9 @@ def check_rule(rule, index, roots, names):
         raise SpecError("%s.%s is not a key of a %s rule (its keys: %s)"
                         % (where, unknown[0], kind, ", ".join(KEYS[kind])))
     checked = dict(name=name, kind=kind)
+    system_trees = rule.get("allow_system_tree", False)
+    if not isinstance(system_trees, bool):
+        raise SpecError("%s.allow_system_tree is %r: give true or false" % (where, system_trees))
     age = rule.get("age")
     if kind != "package_cache" and age is None:
         raise SpecError("%s.age is required for a %s rule: give a duration such as '7d'" % (where, kind))
@@ -157,17 +230,24 @@ def check_rule(rule, index, roots, names):
         if not paths:
             raise SpecError("%s.paths is %r: a files rule needs a list of absolute directories"
                             % (where, rule.get("paths")))
-        checked["paths"] = [_check_path(p, "%s.paths[%d]" % (where, n), name, roots) for n, p in enumerate(paths)]
+        listed = [_check_path(p, "%s.paths[%d]" % (where, n), name, roots, system_trees)
+                  for n, p in enumerate(paths)]
+        checked["paths"] = [path for path, _root, _below in listed]
         checked["patterns"] = _check_globs(rule, "patterns", where, ["*"])
-        checked["targets"] = [(p, checked["patterns"]) for p in checked["paths"]]
+        checked["allow_system_tree"] = system_trees
+        # (listed path, patterns, the allowed root it is walked from, resolved now, the path below that root)
+        checked["targets"] = [(path, checked["patterns"], root, below) for path, root, below in listed]
         unit = rule.get("unit", "file")
         if unit not in UNITS:
             raise SpecError("%s.unit is %r: give one of %s" % (where, unit, ", ".join(UNITS)))
         checked["unit"] = unit
     elif kind == "package_cache":
         # The caches of this node's package manager (those that exist), each checked against the allowed roots.
-        checked["targets"] = [(_check_path(p, "its package cache", name, roots), globs)
-                              for p, globs in PACKAGE_CACHES if os.path.lexists(p)]
+        checked["targets"] = []
+        for cache, globs in PACKAGE_CACHES:
+            if os.path.lexists(cache):
+                path, root, below = _check_path(cache, "its package cache", name, roots)
+                checked["targets"].append((path, globs, root, below))
     else:
         runtime = rule.get("runtime")
         if runtime not in RUNTIMES:
@@ -190,7 +270,9 @@ def check_rule(rule, index, roots, names):
 
 def check_rules(rules, roots=None):
     """``(rules, roots)`` checked; raises SpecError naming the first bad ``rules[i].key`` or ``allowed_roots``."""
-    roots = check_roots(roots)
+    opted = isinstance(rules, (list, tuple)) and any(isinstance(r, dict) and r.get("allow_system_tree") is True
+                                                      for r in rules)
+    roots = check_roots(roots, system_trees=opted)
     if isinstance(rules, dict) or not isinstance(rules, (list, tuple)) or not rules:
         raise SpecError("rules is %r: give a non-empty list of rules" % (rules,))
     checked = []
@@ -276,59 +358,115 @@ def _vanished(exc):
     return isinstance(exc, OSError) and exc.errno == errno.ENOENT
 
 
-def _children(path):
-    return sorted(os.listdir(path))
+def _why(exc):
+    return getattr(exc, "strerror", None) or exc
 
 
-def _listed(top):
-    """``([(path, lstat)], problems)``: the direct children of ``top``, those that vanish meanwhile left out."""
+class _Replaced(Exception):
+    """A directory was swapped (for a symlink, another directory or a file) while the rule ran."""
+
+
+def _open_dir(name, dir_fd, path, expected=None):
+    """A descriptor of the directory ``name`` in the directory ``dir_fd`` (``path`` is its full name, for the
+    messages and the seam), never through a symlink (O_NOFOLLOW); with ``expected`` (its lstat), only that very
+    directory. Raises ``_Replaced`` when it is no longer that directory, OSError otherwise."""
+    _race_point("open", path)
     try:
-        names = _children(top)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        return [], [] if _vanished(exc) else ["cannot list %s: %s" % (top, exc.strerror or exc)]
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _Replaced(path)
+        raise
+    if expected is not None:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
+            os.close(fd)
+            raise _Replaced(path)
+    return fd
+
+
+def _listed(dir_fd, top):
+    """``([(name, path, lstat)], problems)``: the direct children of the directory ``dir_fd`` (at ``top``), those that
+    vanish meanwhile left out."""
+    try:
+        names = _children(dir_fd, top)
+    except OSError as exc:
+        return [], [] if _vanished(exc) else ["cannot list %s: %s" % (top, _why(exc))]
     children, problems = [], []
     for name in names:
         path = os.path.join(top, name)
         try:
-            children.append((path, _lstat(path)))
+            children.append((name, path, _lstat(name, dir_fd, path)))
         except OSError as exc:
             if not _vanished(exc):
-                problems.append("cannot read %s: %s" % (path, exc.strerror or exc))
+                problems.append("cannot read %s: %s" % (path, _why(exc)))
     return children, problems
 
 
-def _reported(top, report):
-    children, problems = _listed(top)
+def _reported(dir_fd, top, report):
+    children, problems = _listed(dir_fd, top)
     for problem in problems:
         report.error(problem)
     return children
 
 
-def _walk_files(top, dev, report):
-    """(path, lstat) of every non-directory below ``top``, not descending symlinks nor other filesystems."""
-    for path, st in _reported(top, report):
-        if stat.S_ISDIR(st.st_mode):
-            if st.st_dev != dev:
-                report.skipped(path, "other filesystem")
-            else:
-                yield from _walk_files(path, dev, report)
-        else:
-            yield path, st
+REPLACED = "replaced while the rule ran (by a symlink or another directory): not entered"
 
 
-def _remove_file(path, report):
+def _walk_files(dir_fd, top, dev, report):
+    """``(directory fd, name, path, lstat)`` of every non-directory below the directory ``dir_fd``, each directory
+    opened relative to its verified parent, not descending symlinks nor other filesystems."""
+    for name, path, st in _reported(dir_fd, top, report):
+        if not stat.S_ISDIR(st.st_mode):
+            yield dir_fd, name, path, st
+            continue
+        if st.st_dev != dev:
+            report.skipped(path, "other filesystem")
+            continue
+        try:
+            fd = _open_dir(name, dir_fd, path, st)
+        except _Replaced:
+            report.skipped(path, REPLACED)
+            continue
+        except OSError as exc:
+            if not _vanished(exc):
+                report.error("cannot open %s: %s" % (path, _why(exc)))
+            continue
+        try:
+            for found in _walk_files(fd, path, dev, report):
+                yield found
+        finally:
+            os.close(fd)
+
+
+def _unlink(dir_fd, name, path, st):
+    """Unlink ``name`` in the directory ``dir_fd`` if it is still the file ``st`` (never a directory, never through
+    a symlink): None when done or vanished, else why not."""
     try:
-        os.unlink(path)
+        now = _lstat(name, dir_fd, path)
+        if stat.S_ISDIR(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return "replaced while the rule ran: not removed"
+        _race_point("unlink", path)
+        os.unlink(name, dir_fd=dir_fd)
     except OSError as exc:
-        if not _vanished(exc):
-            report.error("cannot remove %s: %s" % (path, exc.strerror or exc))
-        return False
-    return True
+        return None if _vanished(exc) else "cannot remove %s: %s" % (path, _why(exc))
+    return None
 
 
-def _file_unit(top, dev, rule, cutoff, busy, check_mode, report):
-    for path, st in _walk_files(top, dev, report):
-        if path in report.seen or not any(fnmatch.fnmatchcase(os.path.basename(path), p) for p in rule["patterns"]):
+def _remove_file(dir_fd, name, path, st, report):
+    why = _unlink(dir_fd, name, path, st)
+    if why is None:
+        return True
+    if why.startswith("replaced"):
+        report.skipped(path, why)
+    else:
+        report.error(why)
+    return False
+
+
+def _file_unit(top_fd, top, dev, rule, cutoff, busy, check_mode, report):
+    for dir_fd, name, path, st in _walk_files(top_fd, top, dev, report):
+        if path in report.seen or not any(fnmatch.fnmatchcase(name, p) for p in rule["patterns"]):
             continue
         report.seen.add(path)
         if st.st_mtime >= cutoff:
@@ -340,45 +478,82 @@ def _file_unit(top, dev, rule, cutoff, busy, check_mode, report):
             report.skipped(path, "in_use")
             continue
         size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-        if check_mode or _remove_file(path, report):
+        if check_mode or _remove_file(dir_fd, name, path, st, report):
             report.removed(path, size)
 
 
-def _scan_entry(path, st, dev, busy):
-    """``(newest mtime, bytes, why not)`` of a direct child of a listed path, all of it (no symlink followed)."""
-    newest, size = st.st_mtime, 0
-    pending = [(path, st)]
-    while pending:
-        here, here_st = pending.pop()
-        if here_st.st_dev != dev:
-            return newest, size, "other filesystem" if here == path else "holds another filesystem at %s" % here
-        if (here_st.st_dev, here_st.st_ino) in busy[0]:
-            return newest, size, "in_use" if here == path else "in_use: %s is open" % here
-        newest = max(newest, here_st.st_mtime)
-        if not stat.S_ISDIR(here_st.st_mode):
-            size += here_st.st_size if stat.S_ISREG(here_st.st_mode) else 0
-            continue
-        if (here_st.st_dev, here_st.st_ino) in busy[1]:
-            return newest, size, "in_use: %s is a process's working directory" % here
-        children, problems = _listed(here)
+def _scan(dir_fd, name, here, here_st, entry, dev, busy, seen):
+    """Why the entry ``entry`` may not go, or None; ``seen`` collects ``[newest mtime, bytes]`` of all of it
+    (directories opened relative to their verified parent, no symlink followed)."""
+    if here_st.st_dev != dev:
+        return "other filesystem" if here == entry else "holds another filesystem at %s" % here
+    if (here_st.st_dev, here_st.st_ino) in busy[0]:
+        return "in_use" if here == entry else "in_use: %s is open" % here
+    seen[0] = max(seen[0], here_st.st_mtime)
+    if not stat.S_ISDIR(here_st.st_mode):
+        seen[1] += here_st.st_size if stat.S_ISREG(here_st.st_mode) else 0
+        return None
+    if (here_st.st_dev, here_st.st_ino) in busy[1]:
+        return "in_use: %s is a process's working directory" % here
+    try:
+        fd = _open_dir(name, dir_fd, here, here_st)
+    except _Replaced:
+        return "%s was %s" % (here, REPLACED)
+    except OSError as exc:
+        return None if _vanished(exc) else "cannot open %s: %s" % (here, _why(exc))
+    try:
+        children, problems = _listed(fd, here)
         if problems:
-            return newest, size, problems[0]
-        pending.extend(children)
-    return newest, size, None
+            return problems[0]
+        for child_name, child, child_st in children:
+            why = _scan(fd, child_name, child, child_st, entry, dev, busy, seen)
+            if why:
+                return why
+    finally:
+        os.close(fd)
+    return None
 
 
-def _remove_entry(path, st, report):
-    if not stat.S_ISDIR(st.st_mode):
-        return _remove_file(path, report)
-    problems = []
-
-    def onexc(_function, failed, exc):
+def _remove_tree(dir_fd, name, path, st, dev, problems):
+    """Remove the directory ``name`` of ``dir_fd`` with all it holds, through directory descriptors (what shutil.rmtree
+    does on Linux, which Python 3.8 cannot do relative to a directory descriptor), never following a symlink nor
+    entering another filesystem."""
+    try:
+        fd = _open_dir(name, dir_fd, path, st)
+    except _Replaced:
+        problems.append("%s was %s" % (path, REPLACED))
+        return
+    except OSError as exc:
         if not _vanished(exc):
-            problems.append("cannot remove %s: %s" % (failed, getattr(exc, "strerror", None) or exc))
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=onexc)       # pylint: disable=unexpected-keyword-arg
-    else:
-        shutil.rmtree(path, onerror=lambda function, failed, info: onexc(function, failed, info[1]))
+            problems.append("cannot open %s: %s" % (path, _why(exc)))
+        return
+    try:
+        children, listing = _listed(fd, path)
+        problems.extend(listing)
+        for child_name, child, child_st in children:
+            if not stat.S_ISDIR(child_st.st_mode):
+                why = _unlink(fd, child_name, child, child_st)
+                if why:
+                    problems.append(why if why.startswith("cannot") else "%s %s" % (child, why))
+            elif child_st.st_dev != dev:
+                problems.append("%s is another filesystem: not removed" % child)
+            else:
+                _remove_tree(fd, child_name, child, child_st, dev, problems)
+    finally:
+        os.close(fd)
+    try:
+        _race_point("rmdir", path)
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError as exc:
+        if not _vanished(exc):
+            problems.append("cannot remove %s: %s" % (path, _why(exc)))
+
+
+def _remove_entry(dir_fd, name, path, st, dev, report):
+    if not stat.S_ISDIR(st.st_mode):
+        return _remove_file(dir_fd, name, path, st, report)
+    problems = []
+    _remove_tree(dir_fd, name, path, st, dev, problems)
     for problem in problems[:5]:
         report.error(problem)
     if len(problems) > 5:
@@ -386,21 +561,70 @@ def _remove_entry(path, st, report):
     return not problems
 
 
-def _entry_unit(top, dev, rule, cutoff, busy, check_mode, report):
-    for path, st in _reported(top, report):
-        if not any(fnmatch.fnmatchcase(os.path.basename(path), p) for p in rule["patterns"]):
+def _entry_unit(top_fd, top, dev, rule, cutoff, busy, check_mode, report):
+    for name, path, st in _reported(top_fd, top, report):
+        if not any(fnmatch.fnmatchcase(name, p) for p in rule["patterns"]):
             continue
         if st.st_mtime >= cutoff and not stat.S_ISDIR(st.st_mode):
             continue
-        newest, size, why = _scan_entry(path, st, dev, busy)
+        seen = [st.st_mtime, 0]
+        why = _scan(top_fd, name, path, st, path, dev, busy, seen)
+        newest, size = seen
         if newest >= cutoff:
             continue
         if why is None and not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             why = "not a directory, regular file or symlink"
         if why:
             report.skipped(path, why)
-        elif check_mode or _remove_entry(path, st, report):
+        elif check_mode or _remove_entry(top_fd, name, path, st, dev, report):
             report.removed(path, size)
+
+
+def _open_target(top, real_root, below, report):
+    """A descriptor of the listed path ``top``, opened from '/' to its allowed root (as it resolved when the rules
+    were checked) and on to ``top`` one directory at a time, each relative to the one before, none through a symlink:
+    a parent swapped since the check is not followed. None, with what happened reported, when it cannot be."""
+    in_root = [part for part in real_root.split("/") if part]
+    parts = in_root + [part for part in below.split("/") if part]
+    fd = os.open("/", _DIR_FLAGS)
+    here = ""
+    try:
+        for index, part in enumerate(parts):
+            here = here + "/" + part
+            last, at_root = index == len(parts) - 1, index < len(in_root)
+            shown = top if last else here
+            try:
+                st = _lstat(part, fd, here)
+                if stat.S_ISLNK(st.st_mode):
+                    if at_root:
+                        report.error("%s, on the way to the allowed root %s, is now a symlink (it was not when the "
+                                     "rules were checked): %s not cleaned" % (here, real_root, top))
+                    elif last:
+                        report.skipped(top, "symlink: a listed path that is a symlink is not followed")
+                    else:
+                        report.skipped(top, "symlink: %s, on the way from the allowed root to it, is a symlink; "
+                                            "not followed" % here)
+                    return None
+                if not stat.S_ISDIR(st.st_mode):
+                    report.error("%s is not a directory" % shown)
+                    return None
+                next_fd = _open_dir(part, fd, here, st)
+            except _Replaced:
+                report.error("%s was replaced while the rule ran: %s not cleaned" % (here, top))
+                return None
+            except OSError as exc:
+                if _vanished(exc):
+                    report.result["missing_paths"].append(top)
+                else:
+                    report.error("cannot read %s: %s" % (shown, _why(exc)))
+                return None
+            os.close(fd)
+            fd = next_fd
+        result, fd = fd, None
+        return result
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _run_files(rule, targets, now, busy, check_mode, report):
@@ -410,26 +634,21 @@ def _run_files(rule, targets, now, busy, check_mode, report):
         report.error(busy[2] + "; nothing removed")
         return
     cutoff = now - (rule["age"] or 0)
-    for top, patterns in targets:
+    for top, patterns, real_root, below in targets:
+        top_fd = _open_target(top, real_root, below, report)
+        if top_fd is None:
+            continue
         try:
-            st = _lstat(top)
-        except OSError as exc:
-            if _vanished(exc):
-                report.result["missing_paths"].append(top)
+            dev = os.fstat(top_fd).st_dev
+            unit = dict(rule, patterns=patterns)
+            if rule.get("unit") == "entry":
+                _entry_unit(top_fd, top, dev, unit, cutoff, busy, check_mode, report)
             else:
-                report.error("cannot read %s: %s" % (top, exc.strerror or exc))
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            report.skipped(top, "symlink: a listed path that is a symlink is not followed")
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            report.error("%s is not a directory" % top)
-            continue
-        unit = dict(rule, patterns=patterns)
-        if rule.get("unit") == "entry":
-            _entry_unit(top, st.st_dev, unit, cutoff, busy, check_mode, report)
-        else:
-            _file_unit(top, st.st_dev, unit, cutoff, busy, check_mode, report)
+                _file_unit(top_fd, top, dev, unit, cutoff, busy, check_mode, report)
+        except RecursionError:
+            report.error("%s: the tree below it is too deep to walk; the rest of it was not cleaned" % top)
+        finally:
+            os.close(top_fd)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -601,7 +820,8 @@ def default_runner(argv):
     """Run ``argv`` with LC_ALL=C; ``(rc, stdout, stderr)``."""
     env = dict(os.environ, LC_ALL="C", LANG="C")
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        # the rules also run outside a module (the unit tests, a dry run by hand); the module passes its run_command
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,  # pylint: disable=ansible-bad-function
                                 universal_newlines=True)
     except OSError as exc:
         return 127, "", str(exc)

@@ -16,12 +16,23 @@ description:
     manager's downloaded packages. C(container_images) removes old container images no container uses.
   - Checks every rule and every path before anything is removed, and fails naming C(rules[i].key) and the value.
     Every listed path must be one of O(allowed_roots) or below one, also after its symlinks are resolved; C(/) is
-    always refused.
-  - "Safety of the C(files) and C(package_cache) rules: symlinks are never followed (a symlinked directory is not
-    descended, a symlink may itself be removed when old), nothing on another filesystem below a listed path is
-    touched (its C(st_dev) differs), a listed path itself is never removed, and a file that a process holds open
-    (C(/proc/*/fd)), or a scratch directory that holds one or is a process's working directory, is skipped and
-    returned as C(in_use). A file that vanishes meanwhile is not an error."
+    always refused, and so is a path that is relative, holds a NUL byte or a C(..) component.
+  - A system tree (C(/etc), C(/usr), C(/bin), C(/sbin), C(/lib*), C(/boot), C(/home), C(/root), C(/opt), C(/srv),
+    C(/var/lib), C(/var/spool), C(/var/mail), C(/dev), C(/proc), C(/sys), C(/run), C(/snap)), a directory below one
+    or holding one (C(/var) holds C(/var/lib)), also after symlinks are resolved, is refused as an allowed root and
+    as a rule's path unless the rule sets O(rules[].allow_system_tree). C(/var/lib/systemd/coredump) is not taken
+    for a system tree.
+  - "Safety of the C(files) and C(package_cache) rules, also against the users who own the directories they clean:
+    the walk is by file descriptors, never by path. Each listed path is opened from C(/) to its allowed root and on,
+    one directory at a time relative to the one before, never through a symlink (C(O_NOFOLLOW)), so a parent swapped
+    for a symlink after the rules were checked is not followed; below it each directory is opened relative to its
+    parent and must still be the directory that was looked at, and each file is looked at and unlinked relative to
+    its directory's descriptor. A directory swapped for a symlink during the walk is thus never entered and nothing
+    outside a listed path is removed, also in check mode, which walks the same way. A symlink may itself be removed
+    when old; nothing on another filesystem below a listed path is touched (its C(st_dev) differs), a listed path
+    itself is never removed, and a file that a process holds open (C(/proc/*/fd)), or a scratch directory that holds
+    one or is a process's working directory, is skipped and returned as C(in_use). A file that vanishes meanwhile is
+    not an error."
   - Ages are by modification time (C(mtime)); the access time is not read. Durations are written with their unit,
     such as C(30m), C(12h), C(7d), C(1h30m) or C(00:30:00); a bare number is refused.
   - A rule that could not do all its work (a runtime not installed, a directory that cannot be read, the open files
@@ -51,8 +62,17 @@ options:
         description:
           - C(files) only, required there. Absolute directories to clean below; each must be one of O(allowed_roots)
             or below one. A path that does not exist is returned in RV(rules[].missing_paths), not an error.
+          - A path that is a symlink, or lies below a symlink between its allowed root and itself, is skipped, not
+            followed.
         type: list
         elements: path
+      allow_system_tree:
+        description:
+          - C(files) only. Let this rule clean in a system tree (such as C(/home) or C(/var/lib)), and let
+            O(allowed_roots) name one. Without it, a path or an allowed root in, or holding, a system tree is
+            refused.
+        type: bool
+        default: false
       age:
         description:
           - What is older than this is removed, a duration such as C(7d). Required for C(files) and
@@ -98,7 +118,10 @@ options:
   allowed_roots:
     description:
       - The directories below which the rules may clean. Every O(rules[].paths) entry, and each package cache, must be
-        one of them or below one. C(/) is refused.
+        one of them or below one. C(/) is refused, and so is a system tree unless a rule sets
+        O(rules[].allow_system_tree).
+      - A root's own path is trusted. Its symlinks are resolved when the rules are checked, and the walk then opens
+        that directory from C(/) without following a symlink.
     type: list
     elements: path
     default: [/scratch, /tmp, /var/tmp, /var/log, /var/crash, /var/lib/systemd/coredump, /var/cache/apt,
@@ -223,7 +246,8 @@ rules:
     skipped:
       description:
         - Old enough, but not removed, with why (at most 200 entries); for example C(in_use), C(other filesystem),
-          a symlink given as a path, an image a container uses or that O(rules[].keep) keeps.
+          a symlink given as a path, a directory replaced while the rule ran, an image a container uses or that
+          O(rules[].keep) keeps.
       type: list
       elements: dict
       sample: [{path: /scratch/jobs/4712, why: in_use}]
@@ -261,6 +285,8 @@ def _diff(result):
 
 
 def main():
+    # The keys of a rule (allow_system_tree among them) are checked by _cleanup.check_rule, per kind (_cleanup.KEYS),
+    # naming rules[i].key; suboptions here would give every rule every kind's keys.
     module = AnsibleModule(
         argument_spec=dict(
             rules=dict(type="list", elements="dict", required=True),

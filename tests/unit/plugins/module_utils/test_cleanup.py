@@ -1,6 +1,7 @@
 """_cleanup on a temp tree: ages by os.utime, the file and entry units, symlinks out of the tree, a file held open by
-a child process, another filesystem (st_dev faked), check mode removing nothing, the checks of the rules (/ and paths
-outside allowed_roots refused), and container images through fake docker/podman/ctr programs on PATH."""
+a child process, another filesystem (st_dev faked), check mode removing nothing, the checks of the rules (/, paths
+outside allowed_roots, NUL bytes, '..' and system trees refused, allow_system_tree), and container images through
+fake docker/podman/ctr programs on PATH. The races (a directory swapped for a symlink) are in test_cleanup_races.py."""
 
 import json
 import os
@@ -110,6 +111,17 @@ def test_a_listed_path_that_is_a_symlink_is_not_followed(root):
     assert os.path.exists(old) and not result["changed"]
 
 
+def test_an_allowed_root_that_is_a_symlink_is_resolved_when_checked(root):
+    real = os.path.join(root, "lustre", "scratch")
+    old = write(os.path.join(real, "jobs", "old"), 10)
+    link = os.path.join(root, "scratch")
+    os.symlink(real, link)
+    checked, _roots = _cleanup.check_rules([files_rule([os.path.join(link, "jobs")])], [link])
+    assert checked[0]["targets"] == [(os.path.join(link, "jobs"), ["*"], real, "jobs")]
+    result = _cleanup.run_rules(checked, now=NOW)
+    assert removed(result) == [os.path.join(link, "jobs", "old")] and not os.path.exists(old)
+
+
 def test_a_listed_path_resolving_out_of_the_roots_is_refused(root, tmp_path_factory):
     outside = str(tmp_path_factory.mktemp("outside"))
     os.symlink(outside, os.path.join(root, "escape"))
@@ -163,10 +175,10 @@ def test_another_filesystem_below_a_path_is_not_entered(root, monkeypatch):
     mount = os.path.join(root, "mnt")
     inside = write(os.path.join(mount, "old"), 10)
     here = write(os.path.join(root, "old"), 10)
-    real = os.lstat
+    real = _cleanup._lstat
 
-    def lstat(path):
-        st = real(path)
+    def lstat(name, dir_fd, path):
+        st = real(name, dir_fd, path)
         if path == mount:
             values = list(st)
             values[stat.ST_DEV] = st.st_dev + 1
@@ -289,8 +301,22 @@ def test_no_package_cache_is_unknown(root, monkeypatch):
     ([dict(name="a", kind="files", paths=["tmp"], age="1d")], "rules[0].paths[0] is 'tmp': give an absolute"),
     ([dict(name="a", kind="files", paths=["/"], age="1d")], "rule 'a': rules[0].paths[0] is '/': '/' is never"),
     ([dict(name="a", kind="files", paths=["/tmp/../etc"], age="1d")],
-     "rule 'a': rules[0].paths[0] is '/tmp/../etc', which is not one of the allowed roots or below one "
-     "(allowed_roots: /scratch, /tmp,"),
+     "rules[0].paths[0] is '/tmp/../etc': a '..' component is refused: give the directory itself"),
+    ([dict(name="a", kind="files", paths=["/var/log/../../etc"], age="1d")],
+     "rules[0].paths[0] is '/var/log/../../etc': a '..' component is refused"),
+    ([dict(name="a", kind="files", paths=["/tmp/a/.."], age="1d")], "rules[0].paths[0] is '/tmp/a/..': a '..'"),
+    ([dict(name="a", kind="files", paths=["/tmp/x\0/etc"], age="1d")],
+     "rules[0].paths[0] is '/tmp/x\\x00/etc': a path has no NUL byte"),
+    ([dict(name="a", kind="files", paths=["\0"], age="1d")], "rules[0].paths[0] is '\\x00': a path has no NUL"),
+    ([dict(name="a", kind="files", paths=["./tmp"], age="1d")], "rules[0].paths[0] is './tmp': give an absolute"),
+    ([dict(name="a", kind="files", paths=[""], age="1d")], "rules[0].paths is ['']: every item must be a non-empty string"),
+    ([dict(name="a", kind="files", paths=[7], age="1d")], "rules[0].paths is [7]: every item must be"),
+    ([dict(name="a", kind="files", paths=["/tmp"], age="1d", patterns=["core\0"])],
+     "rules[0].patterns has 'core\\x00': a NUL byte matches no name"),
+    ([dict(name="a", kind="files", paths=["/tmp"], age="1d", allow_system_tree="yes")],
+     "rules[0].allow_system_tree is 'yes': give true or false"),
+    ([dict(name="a", kind="package_cache", allow_system_tree=True)],
+     "rules[0].allow_system_tree is not a key of a package_cache rule"),
     ([dict(name="a", kind="files", paths=["/home"], age="1d")], "rules[0].paths[0] is '/home', which is not"),
     ([dict(name="a", kind="files", paths=["/tmpfoo"], age="1d")], "rules[0].paths[0] is '/tmpfoo', which is not"),
     ([dict(name="a", kind="files", paths=["/tmp"], age="1d", unit="job")], "rules[0].unit is 'job'"),
@@ -315,11 +341,59 @@ def test_bad_rules_fail_naming_the_key_and_value(rules, message):
     (["//"], "allowed_roots[0] is '//': '/' is never"),
     (["tmp"], "allowed_roots[0] is 'tmp': give an absolute"),
     ([], "allowed_roots is []"),
+    (["/tmp/../etc"], "allowed_roots[0] is '/tmp/../etc': a '..' component is refused"),
+    (["/tmp\0"], "allowed_roots[0] is '/tmp\\x00': a path has no NUL byte"),
+    (["/etc"], "allowed_roots[0] is '/etc': /etc is a system tree, never an allowed root unless a rule sets "
+               "allow_system_tree: true"),
+    (["/usr"], "allowed_roots[0] is '/usr': /usr is a system tree"),
+    (["/usr/lib/x86_64-linux-gnu"], "is '/usr/lib/x86_64-linux-gnu': /usr is a system tree"),
+    (["/home"], "allowed_roots[0] is '/home': /home is a system tree"),
+    (["/tmp", "/home/alice"], "allowed_roots[1] is '/home/alice': /home is a system tree"),
+    (["/root"], "/root is a system tree"),
+    (["/boot"], "/boot is a system tree"),
+    (["/bin"], "/bin is a system tree"),
+    (["/lib64"], "/lib64 is a system tree"),
+    (["/libx32/"], "/libx32 is a system tree"),
+    (["/var/lib"], "/var/lib is a system tree"),
+    (["/var/lib/docker"], "/var/lib is a system tree"),
+    (["/var/lib/systemd"], "/var/lib is a system tree"),
+    (["/var"], "allowed_roots[0] is '/var': /var/lib is a system tree"),
+    (["/var/spool/slurm"], "/var/spool is a system tree"),
 ])
 def test_bad_roots_fail(roots, message):
     with pytest.raises(SpecError) as caught:
         _cleanup.check_rules([files_rule(["/tmp"])], roots)
     assert message in str(caught.value)
+
+
+def test_a_root_resolving_into_a_system_tree_is_refused(root):
+    os.symlink("/etc", os.path.join(root, "cache"))
+    with pytest.raises(SpecError, match="allowed_roots\\[0\\] is '%s/cache', which resolves to /etc: /etc is a system "
+                                        "tree" % root):
+        _cleanup.check_rules([files_rule([os.path.join(root, "cache")])], [os.path.join(root, "cache")])
+
+
+def test_a_system_tree_is_cleaned_only_by_a_rule_that_says_so():
+    homes = dict(name="homes", kind="files", paths=["/home/scratch"], age="30d", allow_system_tree=True)
+    rules, roots = _cleanup.check_rules([homes], ["/home", "/tmp"])
+    assert roots == ["/home", "/tmp"] and rules[0]["allow_system_tree"] is True
+    assert rules[0]["targets"] == [("/home/scratch", ["*"], os.path.realpath("/home"), "scratch")]
+    with pytest.raises(SpecError) as caught:
+        _cleanup.check_rules([homes, dict(name="b", kind="files", paths=["/home/b"], age="1d")], ["/home"])
+    assert str(caught.value) == ("rule 'b': rules[1].paths[0] is '/home/b': /home is a system tree; a path in it, or "
+                                 "holding it, is cleaned only when the rule sets allow_system_tree: true")
+    with pytest.raises(SpecError, match="rules\\[0\\].paths\\[0\\] is '/var': /var/lib is a system tree"):
+        _cleanup.check_rules([dict(name="a", kind="files", paths=["/var"], age="1d"),
+                              dict(homes, paths=["/var/lib/x"])], ["/var"])
+    with pytest.raises(SpecError, match="allowed_roots\\[0\\] is '/etc'"):
+        _cleanup.check_rules([dict(homes, allow_system_tree=False)], ["/etc"])
+
+
+def test_the_default_roots_are_no_system_tree_but_the_core_dumps_are_below_one():
+    assert _cleanup.check_roots(None) == _cleanup.DEFAULT_ROOTS
+    assert [_cleanup.system_tree(r) for r in _cleanup.DEFAULT_ROOTS] == [None] * len(_cleanup.DEFAULT_ROOTS)
+    assert _cleanup.system_tree("/var/lib/systemd") == "/var/lib" and _cleanup.system_tree("/var/logs") is None
+    assert _cleanup.system_tree("/lib32") == "/lib32" and _cleanup.system_tree("/scratch") is None
 
 
 def test_a_refused_rule_removes_nothing_of_the_good_ones(root):
@@ -333,7 +407,7 @@ def test_defaults_are_filled_in():
     rules, roots = _cleanup.check_rules([dict(name="a", kind="files", paths=["/tmp/x/"], age="1h30m"),
                                          dict(name="b", kind="container_images", runtime="containerd", age="30d")])
     assert rules[0] == dict(name="a", kind="files", paths=["/tmp/x"], age=5400, patterns=["*"], unit="file",
-                            targets=[("/tmp/x", ["*"])])
+                            allow_system_tree=False, targets=[("/tmp/x", ["*"], os.path.realpath("/tmp"), "x")])
     assert rules[1] == dict(name="b", kind="container_images", runtime="containerd", age=30 * DAY, keep=[],
                             namespace="default")
     assert roots == _cleanup.DEFAULT_ROOTS
@@ -501,9 +575,20 @@ def test_default_runner_runs_with_lc_all_c():
     assert _cleanup.default_runner(["/nonexistent/program"])[0] == 127
 
 
-def test_shutil_is_what_removes_entries():
-    """rmtree never follows symlinks (on Linux it works through directory fds)."""
-    assert shutil.rmtree.avoids_symlink_attacks
+def test_an_entry_is_removed_through_directory_fds_not_following_symlinks(root, tmp_path_factory):
+    """What shutil.rmtree does on Linux (avoids_symlink_attacks), relative to the listed path's descriptor: a symlink
+    inside an entry goes as a link, what it points to stays."""
+    outside = str(tmp_path_factory.mktemp("outside"))
+    precious = write(os.path.join(outside, "precious"), 30)
+    entry = os.path.join(root, "jobs", "4715")
+    write(os.path.join(entry, "deep", "a"), 30)
+    os.symlink(outside, os.path.join(entry, "deep", "out"))
+    os.symlink(precious, os.path.join(entry, "file"))
+    for path in (os.path.join(entry, "deep", "out"), os.path.join(entry, "file"), os.path.join(entry, "deep"), entry):
+        age(path, 30)
+    result = run(root, files_rule([os.path.join(root, "jobs")], unit="entry"))
+    assert removed(result) == [entry] and result["status"] == "ok" and not os.path.lexists(entry)
+    assert os.path.exists(precious) and os.listdir(outside) == ["precious"]
 
 
 def test_a_directory_that_cannot_be_listed_is_an_error_or_skips_its_entry(root, monkeypatch):
@@ -513,10 +598,10 @@ def test_a_directory_that_cannot_be_listed_is_an_error_or_skips_its_entry(root, 
         age(directory, 30)
     real = _cleanup._children
 
-    def children(path):
+    def children(dir_fd, path):
         if path == locked:
             raise PermissionError(13, "Permission denied")
-        return real(path)
+        return real(dir_fd, path)
     monkeypatch.setattr(_cleanup, "_children", children)
     rule = run(root, files_rule([os.path.join(root, "jobs")], unit="entry"))["rules"][0]
     assert rule["skipped"] == [{"path": os.path.dirname(locked), "why": "cannot list %s: Permission denied" % locked}]

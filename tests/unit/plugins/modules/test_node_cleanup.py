@@ -1,11 +1,13 @@
 """node_cleanup's main() through the module harness: a files rule on a temp tree (check mode, diff mode, for real),
-bad rules failing before anything is removed, and a container_images rule through a patched run_command (LC_ALL=C)
-or with its runtime not installed."""
+bad rules failing before anything is removed (system trees, NUL, '..', allow_system_tree), a parent swapped for a
+symlink between the rule check and the run, and a container_images rule through a patched run_command (LC_ALL=C) or
+with its runtime not installed."""
 
 import json
 import os
 import time
 
+from ansible_collections.gpucluster.ops.plugins.module_utils import _cleanup
 from ansible_collections.gpucluster.ops.plugins.modules import node_cleanup
 from ansible_collections.gpucluster.ops.tests.unit.plugins.module_harness import run_module
 
@@ -109,3 +111,47 @@ def test_validate_only_checks_the_rules_and_touches_no_file(tmp_path):
     assert not result["failed"] and not result["changed"] and result["rules"] == [] and old.exists()
     bad = run_module(node_cleanup, dict(rules=rules(root, age="soon"), allowed_roots=[str(root)], validate_only=True))
     assert bad["failed"] and "rules[0].age is 'soon'" in bad["msg"] and old.exists()
+
+
+def test_system_trees_bad_paths_fail_naming_the_key_and_a_rule_may_opt_in(tmp_path):
+    root, old, _new = tree(tmp_path)
+    result = run_module(node_cleanup, dict(rules=rules(root), allowed_roots=[str(root), "/home"]))
+    assert result["failed"] and old.exists()
+    assert result["msg"] == ("allowed_roots[1] is '/home': /home is a system tree, never an allowed root unless a rule "
+                             "sets allow_system_tree: true; nothing removed")
+    homes = dict(name="homes", kind="files", paths=["/home/scratch"], age="30d", allow_system_tree=True)
+    result = run_module(node_cleanup, dict(rules=rules(root) + [homes], allowed_roots=[str(root), "/home"],
+                                           validate_only=True))
+    assert not result["failed"] and result["status"] == "ok"
+    for path, said in (("/tmp/a\0b", "a path has no NUL byte"), ("/tmp/../etc", "a '..' component is refused"),
+                       ("tmp/x", "give an absolute directory")):
+        result = run_module(node_cleanup, dict(rules=[dict(name="x", kind="files", paths=[path], age="1d")]))
+        assert result["failed"] and result["msg"] == "rules[0].paths[0] is %r: %s%s; nothing removed" % (
+            path, said, ": give the directory itself" if ".." in path else "")
+
+
+def test_a_parent_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path, monkeypatch):
+    """The module walks by descriptors from the allowed root: a listed path's parent swapped for a symlink between
+    the rule check and the run is skipped, not followed."""
+    root, old, _new = tree(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "4711").mkdir(parents=True)
+    precious = outside / "4711" / "out.dat"
+    precious.write_text("keep")
+    then = time.time() - 20 * DAY
+    os.utime(str(precious), (then, then))
+    real = _cleanup.check_rules
+
+    def check_then_swap(*args):
+        checked = real(*args)
+        (root / "jobs").rename(root / "jobs.moved")
+        (root / "jobs").symlink_to(outside)
+        return checked
+    monkeypatch.setattr(_cleanup, "check_rules", check_then_swap)
+    args = dict(rules=[dict(name="s", kind="files", paths=[str(root / "jobs" / "4711")], age="1d")],
+                allowed_roots=[str(root)])
+    result = run_module(node_cleanup, args)
+    assert not result["failed"] and not result["changed"] and precious.exists()
+    assert result["rules"][0]["skipped"] == [{"path": str(root / "jobs" / "4711"), "why": (
+        "symlink: %s, on the way from the allowed root to it, is a symlink; not followed" % (root / "jobs"))}]
+    assert (root / "jobs.moved" / "4711" / "out.dat").exists() and old.name == "out.dat"
