@@ -480,8 +480,10 @@ class Runner(object):
             return self._run_command(argv, timeout)
         env = dict(os.environ, LC_ALL="C", LANG="C")
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env)
+            # not AnsibleModule.run_command: the checker also runs outside a module (Slurm's HealthCheckProgram), and
+            # it kills a hung tool at a deadline and caps what it reads, which run_command does not
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                    stderr=subprocess.PIPE, env=env)
         except OSError as error:
             return 127, "", "%s: %s" % (argv[0], error.strerror or error)
         out, err, why = _read_process(proc, timeout, self.max_bytes)

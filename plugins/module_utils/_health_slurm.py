@@ -12,15 +12,15 @@ drains the node itself. Rules:
 - A node this program drained is resumed once the check is no longer ``error``; its reason is updated when the
   codes change.
 - ``unknown`` (inputs could not be read) neither drains nor resumes.
-- Circuit breaker: when more than ``max_drained_share`` of the cluster's nodes are already drained by health
-  checks, no further node is drained (a shared cause, such as a bad driver roll-out or a fabric manager bug, must
-  not empty the cluster); the refusal is reported.
+- Circuit breaker: the collection's one rule (``_slurm_nodes.breaker_limit``): at most ``max(1, floor(share x
+  nodes))`` nodes out of service at once, counting every node out of service for any reason, ``share`` being
+  ``max_drained_share`` (the inventory's ``health_check_slurm_max_drained_share``); a shared cause, such as a bad
+  driver roll-out or a fabric manager bug, must not empty the cluster. The refusal names that variable and the count.
 
-The marker, the states that count as out of service and the breaker's limit come from ``_slurm_nodes``, shared with
-the ``slurm_node_state`` module: a drain by either with owner ``health`` is one the other may resume. This wrapper
-counts only the nodes drained by health checks and refuses once they are more than the limit (each node decides
-alone, so it may make the count one over the limit); the module counts every node out of service for any reason
-and never passes the limit (docs/drain.md).
+The marker, the states that count as out of service, the breaker and the scontrol command come from
+``_slurm_nodes``, shared with the ``slurm_node_state`` module: a drain by either with owner ``health`` is one the
+other may resume, and both refuse at the same count (each node decides alone, so two nodes failing at the same
+moment may both see room for one; docs/drain.md).
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def drain_reason(findings):
     return _slurm_nodes.slurm_reason(_slurm_nodes.HEALTH_OWNER, ", ".join(parts))
 
 
+BREAKER_VARIABLE = "health_check_slurm_max_drained_share"
+
+
 def decide(result, node_name, nodes, max_drained_share=0.1):
     """What to do: ("drain", reason) | ("resume", why) | ("update", reason) | ("none", why) | ("refuse", why)."""
     me = next((n for n in nodes if n["name"] == node_name), None)
@@ -69,22 +72,17 @@ def decide(result, node_name, nodes, max_drained_share=0.1):
         return ("update", reason) if me["reason"] != reason else ("none", "already drained: " + reason)
     if _drained(me["state"]):
         return "none", "drained or down by someone else (%s): not touching it" % (me["reason"] or me["state"])
-    drained_by_us = _slurm_nodes.count_out(nodes, _slurm_nodes.HEALTH_OWNER)
-    total = len(nodes)
-    if total and drained_by_us > _slurm_nodes.breaker_limit(total, max_drained_share):
-        return "refuse", ("circuit breaker: %d of %d nodes are already drained by health checks, more than "
-                          "%.0f%%: not draining %s; look for a cluster-wide cause (%s)" % (
-                              drained_by_us, total, max_drained_share * 100, node_name, reason))
+    allowed, out, total = _slurm_nodes.breaker_allows(nodes, max_drained_share)
+    if not allowed:
+        return "refuse", "%s (%s)" % (_slurm_nodes.breaker_refusal(node_name, out, total, max_drained_share,
+                                                                    BREAKER_VARIABLE), reason)
     return "drain", reason
 
 
 def apply(action, argument, node_name, run, scontrol="scontrol"):
     """Carry out a decision with scontrol. ``run(argv) -> (rc, out, err)``. Returns (rc, message)."""
-    if action == "drain" or action == "update":
-        argv = [scontrol, "update", "nodename=%s" % node_name, "state=drain", "reason=%s" % argument]
-    elif action == "resume":
-        argv = [scontrol, "update", "nodename=%s" % node_name, "state=resume"]
-    else:
+    if action not in ("drain", "update", "resume"):
         return 0, argument
+    argv = _slurm_nodes.update_argv(scontrol, node_name, action, argument if action != "resume" else None)
     rc, out, err = run(argv)
     return rc, "%s %s: %s" % (action, node_name, argument if rc == 0 else (err or out).strip())

@@ -12,7 +12,13 @@ the same marker, and compute the circuit breaker's limit alike (docs/drain.md).
   checks' (the wrapper's historical prefix ``gpucluster-health:``). A node is *ours* (an owner's) when it is out of
   service and its reason starts with that owner's marker; nothing else is ever resumed.
 - Out of service: the base state is DOWN, or a DRAIN or FAIL flag is set (drained, draining, failing).
-- The breaker's limit: ``floor(share * total)`` nodes, ``total`` being every node ``scontrol show node -o`` lists.
+- The breaker, one rule for every drain of the collection (the node wrapper, the playbooks' drains, NVLink
+  remediation; a Kubernetes cordon later): at most ``max(1, floor(share * total))`` nodes out of service at once
+  (none when the share is 0), ``total`` being every node ``scontrol show node -o`` lists, counting every node out of
+  service for any reason. The refusal names the variable that sets the share and the count it saw.
+- States and reasons are read by structure: in ``scontrol show node -o`` the State field comes before the Reason,
+  and the Reason is free text that runs to Slurm's ``[user@time]`` stamp; an administrator's reason that holds
+  ``State=``, ``Reason=``, quotes or our own marker is read as text, never as fields.
 
 Standard library only: the wrapper runs on the nodes with the checker.
 """
@@ -66,21 +72,42 @@ def parse_scontrol_nodes(text):
     return nodes
 
 
+# Slurm's stamp after a reason: `` [user@2026-12-01T10:00:00]`` (a user name holds no blank, '[', ']' or '@').
+_REASON_STAMP = re.compile(r" \[[^\s\[\]@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
+# The fields scontrol -o may print after the reason, all free text set by an administrator.
+_AFTER_REASON = re.compile(r" (?:Comment|Extra)=")
+
+
 def _fields(line):
-    """Split ``Key=value Key=value with spaces`` as scontrol -o prints it (Reason may hold spaces)."""
+    """Split ``Key=value Key=value with spaces`` as scontrol -o prints it, by structure.
+
+    The fields before ``Reason`` are read token by token (a value may hold blanks: the OS string); a key seen twice
+    keeps its first value. The Reason is free text: it is everything from the first `` Reason=`` to Slurm's
+    ``[user@time]`` stamp (the last one on the line), or, without a stamp, to a following Comment or Extra field or
+    the end of the line. What the reason holds (``State=IDLE``, ``Reason=``, quotes) is never read as a field.
+    """
     out = {}
+    at = line.find(" Reason=")
+    head = line if at < 0 else line[:at]
     key = None
-    for token in line.split(" "):
+    for token in head.split(" "):
         if "=" in token and token.split("=", 1)[0].isalnum():
             key, value = token.split("=", 1)
+            if key in out:
+                key = None          # a repeated key: the first value stands
+                continue
             out[key] = value
         elif key is not None:
             out[key] += " " + token
-    if "Reason" in out:
-        # scontrol appends " [user@time]" to the reason
-        reason = out["Reason"]
-        if reason.endswith("]") and " [" in reason:
-            reason = reason[:reason.rindex(" [")]
+    if at >= 0:
+        reason = line[at + len(" Reason="):]
+        stamps = list(_REASON_STAMP.finditer(reason))
+        if stamps:
+            reason = reason[:stamps[-1].start()]
+        else:
+            after = _AFTER_REASON.search(reason)
+            if after:
+                reason = reason[:after.start()]
         out["Reason"] = reason
     return out
 
@@ -113,8 +140,25 @@ def count_out(nodes, owner=None):
 
 
 def breaker_limit(total, share):
-    """The most nodes of ``total`` that ``share`` (0-1) allows out of service: rounded down."""
-    return int(math.floor(share * total + 1e-9))
+    """The most nodes of ``total`` that ``share`` (0-1) allows out of service at once: ``floor(share * total)``, but
+    at least 1 (a small cluster can drain a node), and 0 only when the share is 0."""
+    if not share or share <= 0 or total <= 0:
+        return 0
+    return max(1, int(math.floor(share * total + 1e-9)))
+
+
+def breaker_refusal(node, out, total, share, variable):
+    """Why the breaker refuses to take ``node`` out: the count seen, the limit, and the variable that sets it."""
+    return ("circuit breaker: %d of the cluster's %d nodes are out of service (for any reason) and %s=%s allows at "
+            "most %d; not taking %s out. Look for a cluster-wide cause, or raise %s" % (
+                out, total, variable, share, breaker_limit(total, share), node, variable))
+
+
+def breaker_allows(nodes, share):
+    """(allowed, out, total): whether one more of ``nodes`` (scontrol's) may go out of service under ``share``."""
+    total = len(nodes)
+    out = count_out(nodes)
+    return out + 1 <= breaker_limit(total, share), out, total
 
 
 def drained_state(state):
@@ -171,7 +215,7 @@ def wait_idle(poll, names, timeout, interval):
 
 # ---- the module's plan -------------------------------------------------------------------------------------------
 
-def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1):
+def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, variable="max_out_of_service"):
     """What to do with ``names`` (known to ``cluster``, scontrol's nodes) for ``state`` drain or resume.
 
     Returns a dict: ``actions`` [(name, "drain"|"update"|"resume", slurm reason or None)] in the order given,
@@ -203,10 +247,7 @@ def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1):
         elif state == "resume":
             result["unchanged"].append(name)
         elif out + 1 > limit:
-            result["refused"].append(dict(node=name, why=(
-                "circuit breaker: %d of the cluster's %d nodes are out of service (for any reason) and at most %d "
-                "may be (max_out_of_service %s); look for a cluster-wide cause before draining more"
-                % (out, total, limit, share))))
+            result["refused"].append(dict(node=name, why=breaker_refusal(name, out, total, share, variable)))
         else:
             out += 1
             result["actions"].append((name, "drain", wanted))
@@ -219,7 +260,8 @@ def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1):
 
 
 def update_argv(scontrol, name, action, reason=None):
-    """The scontrol command that carries out one action on one node."""
+    """The scontrol command that carries out one action on one node: the one drain argv builder of the collection
+    (the module, the node wrapper)."""
     if action in ("drain", "update"):
         return [scontrol, "update", "nodename=%s" % name, "state=drain", "reason=%s" % reason]
     if action == "resume":

@@ -17,9 +17,11 @@ description:
     O(state=resume) resumes only nodes whose drain carries the same owner's marker; a node drained, down or failing
     for any other reason is left as it is and returned in RV(not_ours), whichever O(state) asks. A node already
     drained by the owner with another reason gets its reason updated.
-  - "Circuit breaker: at most O(max_out_of_service) of the cluster's nodes (every node C(scontrol show node -o)
-    lists), rounded down, may be out of service (down, drained, draining or failing, for any reason). Listed nodes
-    are drained in the order given up to that limit; the rest are refused and returned in RV(refused)."
+  - "Circuit breaker, the collection's one rule: at most C(max(1, floor(max_out_of_service x nodes))) of the
+    cluster's nodes (every node C(scontrol show node -o) lists) may be out of service at once (down, drained,
+    draining or failing, for any reason); none when O(max_out_of_service) is 0. Listed nodes are drained in the order
+    given up to that limit; the rest are refused and returned in RV(refused), with the count seen and the variable
+    to raise (O(breaker_variable))."
   - With O(wait), waits after draining until the drained nodes run no job (C(squeue -t RUNNING,COMPLETING)); jobs
     are never cancelled, nodes still busy at the deadline are returned in RV(busy) and the task does not fail.
   - Checks every option and node name before any change and fails naming the option and value.
@@ -54,6 +56,12 @@ options:
     description: The share (0 to 1) of the cluster's nodes that may be out of service at most, for any reason.
     type: float
     default: 0.1
+  breaker_variable:
+    description:
+      - The name the circuit breaker's refusal gives for the share, so that it names the variable an operator
+        changes (the inventory variable a playbook passes as O(max_out_of_service)).
+    type: str
+    default: max_out_of_service
   fail_on_refusal:
     description: Fail the task when the circuit breaker refused any drain (the other drains are still made).
     type: bool
@@ -81,7 +89,8 @@ attributes:
 notes:
   - Runs where C(scontrol) reaches slurmctld as a Slurm administrator, for example delegated to the first host of
     the C(slurm_controller) group.
-  - A small cluster needs a larger O(max_out_of_service) to drain at all (10 % of 9 nodes rounds down to none).
+  - On a small cluster any share above 0 allows one node out (10 % of 9 nodes is one), and no more until the share
+    allows two.
 """
 
 EXAMPLES = r"""
@@ -246,6 +255,7 @@ def main():
             reason=dict(type="str"),
             owner=dict(type="str", default=_slurm_nodes.HEALTH_OWNER),
             max_out_of_service=dict(type="float", default=0.1),
+            breaker_variable=dict(type="str", default="max_out_of_service"),
             fail_on_refusal=dict(type="bool", default=False),
             wait=dict(type="bool", default=False),
             wait_timeout=dict(type="int", default=3600),
@@ -266,7 +276,7 @@ def main():
         module.fail_json(msg="nodes: %s not known to Slurm (scontrol show node -o lists %s)"
                          % (", ".join(unknown), _hostlist.fold(sorted(known))))
     plan = _slurm_nodes.plan(cluster, names, params["state"], params["reason"], params["owner"],
-                             params["max_out_of_service"])
+                             params["max_out_of_service"], params["breaker_variable"])
     before = dict((n["name"], dict(state=n["state"], reason=n["reason"])) for n in cluster if n["name"] in names)
     result = dict(changed=bool(plan["actions"]), drained=plan["drained"], updated=plan["updated"],
                   resumed=plan["resumed"], unchanged=plan["unchanged"], refused=plan["refused"], busy=[],

@@ -103,7 +103,9 @@ def test_a_persistent_fault_and_a_version_mismatch_stay_drained_with_the_next_ac
     set_faults(scenario, a100, [{"name": "nvlink_degraded", "gpu": 1, "value": "persistent"}])
     set_faults(scenario, h100, [{"name": "fabricmanager_version", "value": "550.54.15"}])
     before = {h: log_lines(scenario, h) for h in nodes}
-    rc, out, report_dir = run(scenario, tmp_path, "persistent", {"nvlink_remediation_max_nodes": 2})
+    # both nodes out at once: the operator raises the circuit breaker's share for this run
+    rc, out, report_dir = run(scenario, tmp_path, "persistent", {"nvlink_remediation_max_nodes": 2,
+                                                                 "nvlink_remediation_max_out_of_service": 1.0})
     assert rc == 0, out
     after = node_records(ctl, list(nodes))
     # the links stayed down after the restart: drained, the next action naming the GPU's serial
@@ -118,6 +120,23 @@ def test_a_persistent_fault_and_a_version_mismatch_stay_drained_with_the_next_ac
         "gpucluster-nvlink: install the fabric manager matching driver 550.127.05"), after
     assert events_since(scenario, h100, before[h100]) == [], log_lines(scenario, h100)
     assert (report_dir / "fleet.json").is_file()
+
+
+def test_the_circuit_breaker_holds_for_a_remediation(scenario, ctl, nodes, tmp_path):
+    """Issue 44: a remediation once drained the last node in service. With the default share (0.1 of 2 nodes allows
+    one out), the first node is remediated and the second is refused, naming the count and the variable."""
+    a100, h100 = nodes
+    back_to_normal(scenario, ctl, nodes)
+    for host in nodes:
+        set_faults(scenario, host, [{"name": "nvlink_degraded", "gpu": 1, "value": "recoverable"}])
+    before = {h: log_lines(scenario, h) for h in nodes}
+    rc, out, _report_dir = run(scenario, tmp_path, "breaker", {"nvlink_remediation_max_nodes": 2})
+    assert "circuit breaker: 1 of the cluster's" in out and "nvlink_remediation_max_out_of_service=0.1" in out, out
+    after = states(ctl, scenario)
+    assert after[h100] == ("IDLE", ""), after
+    assert events_since(scenario, h100, before[h100]) == [], log_lines(scenario, h100)
+    assert after[a100] == ("IDLE", "") and "%s: recovered" % a100 in out, (after, out)
+    back_to_normal(scenario, ctl, nodes)
 
 
 def test_check_mode_changes_nothing(scenario, ctl, nodes, tmp_path):

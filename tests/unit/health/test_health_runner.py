@@ -220,7 +220,8 @@ def test_parse_scontrol_keeps_reasons_with_spaces_and_drops_the_stamp():
 
 
 def test_drain_with_the_error_codes_as_reason():
-    action, reason = _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.5)
+    # two of four out (an administrator's and a health drain): 0.75 allows three
+    action, reason = _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.75)
     assert (action, reason) == ("drain", "gpucluster-health: IB-PORT-DOWN mlx5_2/1, NODE-FABRICMANAGER-DOWN")
 
 
@@ -236,10 +237,12 @@ def test_update_reason_when_codes_change_and_unknown_changes_nothing():
 
 
 def test_circuit_breaker():
-    # one of four nodes (25 %) is drained by health checks: more than 10 %, so no further drain
+    # two of four nodes are out of service (one drained by health checks, one by an administrator): every node out
+    # counts, and 10 % or 30 % of four allow one (at least one), 75 % three
     action, why = _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.1)
-    assert action == "refuse" and "circuit breaker" in why
-    assert _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.3)[0] == "drain"
+    assert action == "refuse" and "circuit breaker" in why and "2 of the cluster's 4" in why
+    assert _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.3)[0] == "refuse"
+    assert _health_slurm.decide(ERROR, "gpu04", nodes(), max_drained_share=0.75)[0] == "drain"
 
 
 def test_apply_runs_scontrol_update():

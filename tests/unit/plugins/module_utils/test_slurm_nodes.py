@@ -54,11 +54,46 @@ def test_reason_problem(text, problem):
 
 
 @pytest.mark.parametrize("total, share, limit", [
-    (200, 0.1, 20), (100, 0.29, 29), (10, 0.7, 7), (10, 0.3, 3), (9, 0.1, 0), (4, 0.3, 1), (4, 1, 4), (4, 0, 0),
-    (0, 0.5, 0),
+    (200, 0.1, 20), (100, 0.29, 29), (10, 0.7, 7), (10, 0.3, 3), (9, 0.1, 1), (4, 0.3, 1), (4, 1, 4), (4, 0, 0),
+    (0, 0.5, 0), (2, 0.1, 1), (2, 0.0, 0), (1, 0.1, 1),
 ])
-def test_the_limit_is_the_share_rounded_down_without_float_noise(total, share, limit):
+def test_the_limit_is_the_share_rounded_down_at_least_one_without_float_noise(total, share, limit):
+    """One rule (issue 44): max(1, floor(share x nodes)), 0 only for a share of 0."""
     assert _slurm_nodes.breaker_limit(total, share) == limit
+
+
+TWO = [{"name": "gpu01", "state": "IDLE", "reason": ""}, {"name": "gpu02", "state": "IDLE", "reason": ""}]
+
+
+def test_the_breaker_on_two_nodes_drains_one_and_refuses_the_second_naming_the_variable():
+    first = _slurm_nodes.plan(TWO, ["gpu01"], "drain", reason="X", owner="nvlink", share=0.1,
+                              variable="nvlink_remediation_max_out_of_service")
+    assert first["drained"] == ["gpu01"] and first["refused"] == []
+    after = [dict(TWO[0], state="IDLE+DRAIN", reason="gpucluster-nvlink: X"), TWO[1]]
+    second = _slurm_nodes.plan(after, ["gpu02"], "drain", reason="X", owner="nvlink", share=0.1,
+                               variable="nvlink_remediation_max_out_of_service")
+    why = second["refused"][0]["why"]
+    assert second["drained"] == [] and "1 of the cluster's 2 nodes" in why
+    assert "nvlink_remediation_max_out_of_service=0.1" in why and "raise nvlink_remediation_max_out_of_service" in why
+
+
+def test_the_wrapper_and_the_module_refuse_at_the_same_count_counting_every_owner():
+    """A node out for an administrator counts against the health wrapper's breaker as it does against the module's."""
+    nodes = [dict(TWO[0], state="IDLE+DRAIN", reason="disk swap"), dict(TWO[1])]
+    action, why = _health_slurm.decide({"status": "error", "findings": [
+        {"severity": "error", "code": "GPU-XID-79", "target": "gpu3"}]}, "gpu02", nodes, 0.1)
+    assert action == "refuse" and "health_check_slurm_max_drained_share=0.1" in why and "1 of the cluster's 2" in why
+    assert _slurm_nodes.plan(nodes, ["gpu02"], "drain", reason="X", share=0.1)["refused"]
+    action, _why = _health_slurm.decide({"status": "error", "findings": [
+        {"severity": "error", "code": "GPU-XID-79", "target": "gpu3"}]}, "gpu02", TWO, 0.1)
+    assert action == "drain"
+
+
+def test_a_share_of_zero_drains_nothing():
+    assert _slurm_nodes.plan(TWO, ["gpu01"], "drain", reason="X", share=0)["refused"]
+    action, _why = _health_slurm.decide({"status": "error", "findings": [
+        {"severity": "error", "code": "GPU-XID-79", "target": "gpu3"}]}, "gpu02", TWO, 0)
+    assert action == "refuse"
 
 
 # ---- scontrol show node -o ---------------------------------------------------------------------------------------
@@ -73,6 +108,32 @@ def test_parse_a_slurm_shaped_line_with_keys_after_the_reason():
     assert _slurm_nodes.parse_scontrol_nodes(text) == [
         {"name": "gpu01", "state": "MIXED+DRAIN", "reason": "gpucluster-maint: rack 3 PDU, gpu[01-02]"},
         {"name": "gpu02", "state": "IDLE", "reason": ""}]
+
+
+STAMP = " [alice@2026-12-01T10:00:00]"
+
+
+@pytest.mark.parametrize("reason", [
+    "rack 3 State=IDLE", "Reason=none State=IDLE+DRAIN", "a | b | c", "'quoted' \"double\"", "ünïcödé ✓ GPU",
+    "see gpucluster-health: GPU-XID-79 gpu3", "x [bob@2025-01-01T00:00:00] State=IDLE", "Comment=hi State=IDLE",
+])
+def test_an_administrators_reason_is_read_as_text_never_as_fields(reason):
+    """Issue 46: a reason holding State= once made a drained node parse as in service."""
+    line = ("NodeName=gpu01 Arch=x86_64 OS=Linux 6.1.0 #1 SMP State=IDLE+DRAIN ThreadsPerCore=2 Partitions=gpu "
+            "CfgTRES=cpu=128,mem=1000G,gres/gpu=8 Reason=%s%s Comment=(null)\n" % (reason, STAMP))
+    node = _slurm_nodes.parse_scontrol_nodes(line)[0]
+    assert node == {"name": "gpu01", "state": "IDLE+DRAIN", "reason": reason}
+    assert _slurm_nodes.out_of_service(node["state"]) and not _slurm_nodes.ours(node)
+    # and the health wrapper leaves the administrator's drain alone
+    action, _why = _health_slurm.decide({"status": "error", "findings": [
+        {"severity": "error", "code": "GPU-XID-79", "target": "gpu3"}]}, "gpu01", [node], 1.0)
+    assert action == "none"
+    assert _health_slurm.decide({"status": "ok", "findings": []}, "gpu01", [node], 1.0)[0] == "none"
+
+
+def test_a_reason_without_slurms_stamp_runs_to_the_next_field_or_the_end():
+    assert _slurm_nodes.parse_scontrol_nodes("NodeName=a State=IDLE+DRAIN Reason=x State=IDLE y")[0] == {
+        "name": "a", "state": "IDLE+DRAIN", "reason": "x State=IDLE y"}
 
 
 def test_the_fake_scontrol_reads_back_what_it_was_told():
@@ -143,7 +204,7 @@ def test_plan_resume_of_a_down_node_predicts_it_stays_out():
     assert plan["resumed"] == ["n000", "n001"]
     assert plan["after"] == {"n000": {"state": "DOWN+NOT_RESPONDING", "reason": ""},
                              "n001": {"state": "IDLE", "reason": ""}}
-    assert plan["out_of_service"] == {"before": 2, "after": 1, "total": 2, "limit": 0}
+    assert plan["out_of_service"] == {"before": 2, "after": 1, "total": 2, "limit": 1}
 
 
 STATES = st.sampled_from(["IDLE", "MIXED", "ALLOCATED", "IDLE+DRAIN", "MIXED+DRAIN", "DOWN", "DOWN+DRAIN",
@@ -202,10 +263,11 @@ def test_the_wrapper_leaves_a_failing_node_alone():
 
 
 def test_both_compute_the_same_limit():
-    # 200 nodes at 10 %: the module drains up to 20 out of service; the wrapper refuses once more than 20 are drained
-    nodes = _cluster([("IDLE+DRAIN", "gpucluster-health: X")] * 20 + [("IDLE", "")] * 180)
+    # 200 nodes at 10 %: both take a node out while 19 are out (any owner), and both refuse once 20 are
+    nodes = _cluster([("IDLE+DRAIN", "gpucluster-health: X")] * 10 + [("DOWN", "")] * 9 + [("IDLE", "")] * 181)
     error = {"status": "error", "findings": [{"code": "GPU-XID-79", "severity": "error", "target": "gpu3"}]}
     assert _health_slurm.decide(error, "n150", nodes, 0.1)[0] == "drain"
-    assert _slurm_nodes.plan(nodes, ["n150"], "drain", "X", "health", 0.1)["refused"][0]["node"] == "n150"
-    nodes[20]["state"], nodes[20]["reason"] = "IDLE+DRAIN", "gpucluster-health: X"
+    assert _slurm_nodes.plan(nodes, ["n150"], "drain", "X", "health", 0.1)["drained"] == ["n150"]
+    nodes[20]["state"], nodes[20]["reason"] = "IDLE+DRAIN", "maintenance by alice"
     assert _health_slurm.decide(error, "n150", nodes, 0.1)[0] == "refuse"
+    assert _slurm_nodes.plan(nodes, ["n150"], "drain", "X", "health", 0.1)["refused"][0]["node"] == "n150"
