@@ -3,8 +3,8 @@
 # Python 3.12+, and this machine's Python is 3.11: the controller is a Debian 13 (trixie) root file system with its
 # python3 (3.13) and a virtualenv pinned by controllers/ansible-<VERSION>.txt, entered as a chroot in a mount
 # namespace of its own. It shares every other namespace with the host (processes, network, users), and the checkout,
-# the shared data beside it, /proc, /sys, /dev, /run, /tmp and /var/cache/gpucluster-ops are bind-mounted at the same
-# paths: the Docker socket, the tests' docker exec shim (nsenter into a container's processes) and the paths molecule
+# the shared data beside it, /proc, /sys, /dev, /run, /tmp, /var/lib/docker (the containers' records the shim reads)
+# and /var/cache/gpucluster-ops are bind-mounted at the same paths: the Docker socket, the tests' docker exec shim (nsenter into a container's processes) and the paths molecule
 # hands the Docker engine work as they do on the host. A plain container would break all three.
 #
 #   scripts/controller.sh build VERSION            build it once per machine (make platform): debootstrap and pip
@@ -29,7 +29,9 @@ die() { echo "controller: $*" >&2; exit 1; }
 
 requirements() {
     local file=$here/controllers/ansible-$1.txt
-    [ -f "$file" ] || die "no controller for ansible-core $1: $file is missing (have: $(cd "$here/controllers" && ls ansible-*.txt | sed 's/ansible-//; s/\.txt//' | tr '\n' ' '))"
+    local have
+    have=$(find "$here/controllers" -name 'ansible-*.txt' -printf '%f\n' | sed 's/^ansible-//; s/\.txt$//' | sort | tr '\n' ' ')
+    [ -f "$file" ] || die "no controller for ansible-core $1: $file is missing (have: $have)"
     echo "$file"
 }
 
@@ -48,10 +50,13 @@ enter() {
     local top shared
     top=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null || echo "$here")
     shared=$(dirname "$top")/shared
+    # shellcheck disable=SC2016  # the script expands its own arguments
     unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
         root=$1 top=$2 shared=$3; shift 3
         bind() { [ -e "$1" ] || return 0; mkdir -p "$root$1"; mount --rbind "$1" "$root$1"; }
-        for path in /proc /sys /dev /run /tmp /var/cache/gpucluster-ops "$top" "$shared"; do bind "$path"; done
+        for path in /proc /sys /dev /run /tmp /var/lib/docker /var/cache/gpucluster-ops "$top" "$shared"; do
+            bind "$path"
+        done
         cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
         exec chroot "$root" "$@"' _ "$root" "$top" "$shared" "$@"
 }
@@ -109,7 +114,11 @@ run() {
     for entry in "${entries[@]}"; do
         case $entry in */.venv/bin|*/.venv/bin/|"${VIRTUAL_ENV:-/nonexistent}"/bin) ;; *) path=$path:$entry ;; esac
     done
-    PATH=$path VIRTUAL_ENV=/opt/ansible HOME=/root GPUCLUSTER_CONTROLLER=$version \
+    # The tests' docker shim (scripts/docker-exec-path.sh) names the host's client; the controller has its own.
+    local real_docker=${GPUCLUSTER_REAL_DOCKER:-}
+    [ -z "$real_docker" ] || [ -x "$root$real_docker" ] || real_docker=/usr/bin/docker
+    # shellcheck disable=SC2016  # the inner shell expands its own arguments
+    PATH=$path VIRTUAL_ENV=/opt/ansible HOME=/root GPUCLUSTER_CONTROLLER=$version GPUCLUSTER_REAL_DOCKER=$real_docker \
         enter "$root" /bin/bash -c 'cd "$1" && shift && exec "$@"' _ "$PWD" "$@"
 }
 

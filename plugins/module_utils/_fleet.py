@@ -20,6 +20,8 @@ import io
 import json
 import os
 import re
+import stat
+import tempfile
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_nodes
@@ -484,13 +486,25 @@ def to_json(report):
 # Files
 # --------------------------------------------------------------------------------------------------------------
 
+def _shared_without_sticky(path):
+    """Whether anyone may create and remove names in ``path`` (world-writable without the sticky bit), where another
+    user could swap the report's files between its write and its rename."""
+    mode = os.stat(path).st_mode
+    return bool(mode & stat.S_IWOTH) and not mode & stat.S_ISVTX
+
+
 def report_dir_problem(path):
     """Why ``path`` cannot be the report directory (None when it can, or does not exist yet but its parent can)."""
     if os.path.lexists(path):
+        if os.path.islink(path):
+            return "%s is a symbolic link: name the directory it points to" % path
         if not os.path.isdir(path):
             return "%s exists and is not a directory" % path
         if not os.access(path, os.W_OK | os.X_OK):
             return "%s is a directory this user cannot write to" % path
+        if _shared_without_sticky(path):
+            return ("%s is writable by every user without the sticky bit: another user could replace the report's "
+                    "files; use a directory of this user's (or chmod +t, or o-w)" % path)
         return None
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.lexists(parent):
@@ -499,6 +513,8 @@ def report_dir_problem(path):
         return "%s cannot be created: %s is not a directory" % (path, parent)
     if not os.access(parent, os.W_OK | os.X_OK):
         return "%s cannot be created: %s is not writable" % (path, parent)
+    if _shared_without_sticky(parent):
+        return ("%s cannot be created safely: %s is writable by every user without the sticky bit" % (path, parent))
     return None
 
 
@@ -536,8 +552,20 @@ def load_previous(path):
     return document, None
 
 
-def write_atomic(path, text):
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+def write_atomic(path, text, mode=0o644):
+    """Write ``path`` whole or not at all: a new temporary file of an unpredictable name in the same directory,
+    created exclusively and never through a link (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), then renamed over ``path``.
+    A file or link someone planted beside the report is neither followed nor overwritten."""
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

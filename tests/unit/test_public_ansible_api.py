@@ -37,7 +37,7 @@ PLUGIN_API = {
     "_display", "_dump_results", "_handle_warnings", "_handle_exception", "_get_item_label", "_run_is_verbose",
     "_clean_results",
     # ConnectionBase: the connection's settings and the connected flag a plugin keeps
-    "_connected", "_play_context", "_shell", "_become", "_load_name",
+    "_connected", "_shell", "_become", "_load_name",
 }
 # On any object: AnsibleModule's diff-mode flag (the module guide's way to support --diff; ansible-core has no other),
 # and the standard library's namedtuple methods.

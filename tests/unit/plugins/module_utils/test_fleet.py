@@ -325,3 +325,38 @@ def test_the_page_for_400_nodes_of_8_gpus_is_under_2_mb():
     codes = {f["code"] for f in report["fleet_findings"]}
     assert codes >= {"FLEET-DRIFT-DRIVER", "FLEET-UNREACHABLE", "FLEET-SLURM-DRAINED"}
     assert os.path.basename(_fleet.HTML_FILE) == "fleet.html"
+
+
+def test_a_planted_link_at_the_old_temporary_name_is_never_written_through(tmp_path):
+    """Issue 46: the report was written through a link planted at the predictable <file>.tmp.<pid>."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    report = tmp_path / "reports"
+    report.mkdir()
+    target = report / "fleet.json"
+    os.symlink(str(victim), "%s.tmp.%d" % (target, os.getpid()))
+    _fleet.write_atomic(str(target), "{}\n")
+    assert victim.read_text() == "keep me\n" and target.read_text() == "{}\n" and not target.is_symlink()
+    assert sorted(p.name for p in report.iterdir()) == ["fleet.json", "fleet.json.tmp.%d" % os.getpid()]
+
+
+def test_a_link_planted_at_the_report_itself_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    target = tmp_path / "fleet.json"
+    os.symlink(str(victim), str(target))
+    _fleet.write_atomic(str(target), "{}\n")
+    assert victim.read_text() == "keep me\n" and not target.is_symlink() and target.read_text() == "{}\n"
+
+
+def test_a_world_writable_report_directory_without_the_sticky_bit_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o777)
+    assert "without the sticky bit" in _fleet.report_dir_problem(str(shared))
+    assert "without the sticky bit" in _fleet.report_dir_problem(str(shared / "new"))
+    os.chmod(str(shared), 0o1777)
+    assert _fleet.report_dir_problem(str(shared)) is None
+    link = tmp_path / "link"
+    os.symlink(str(shared), str(link))
+    assert "symbolic link" in _fleet.report_dir_problem(str(link))
