@@ -149,6 +149,11 @@ def test_queue_explains_a_job_held_by_its_teams_gpu_limit(nodes, ctl):
         return bool(re.search(r"^%s\s+second\s+waits: your team's GPU limit is in use.*\[QOSGrpGRES\]$" % second,
                               out.stdout, re.M)), out.stdout + out.stderr
     _wait("job %s explained as held by the team's GPU limit" % second, held, timeout=60)
+    # PrivateData (issue 46): alice, of another team, cannot see bob's running job; bob sees it
+    other = as_user(ctl, "alice", "gpu-job status %s" % first)
+    assert other.rc != 0 and "first" not in other.stdout, (other.rc, other.stdout, other.stderr)
+    own = as_user(ctl, "bob", "gpu-job status %s" % first)
+    assert own.rc == 0 and re.match(r"%s\s+first\s+RUNNING\s" % first, own.stdout), (own.stdout, own.stderr)
     cancelled = as_user(ctl, "bob", "gpu-job cancel %s && gpu-job cancel %s" % (second, first))
     assert cancelled.rc == 0, cancelled.stderr
     assert cancelled.stdout.splitlines() == ["cancelled job %s" % second, "cancelled job %s" % first]

@@ -298,6 +298,12 @@ SLURM_CASES = [
       "host {ctl}: slurm_controller_group 'gpu_nodes' has backup controller(s) {c2}"]),
     ("slurmctld-timeout-with-a-unit", {}, {"slurm_slurmctld_timeout": "2m"},
      ["slurm_slurmctld_timeout", "{ctl}", "2m"]),
+    # Issue 46: a secret in world-readable slurm.conf, refused by its key's name; PrivateData from a closed list.
+    ("secret-in-slurm-conf-extra", {}, {"slurm_conf_extra": {"MaxJobCount": 20000, "AccountingStoragePass": "hunter2"}},
+     ["slurm_conf_extra", "{ctl}", "host {ctl}: slurm_conf_extra['AccountingStoragePass'] is a secret",
+      "readable by every user"]),
+    ("private-data-not-a-kind", {}, {"slurm_private_data": ["jobs", "everything"]},
+     ["slurm_private_data", "{ctl}", "everything"]),
     # The inventory's reservations (issue 21): every entry is checked before Slurm is touched.
     ("reservation-name-without-the-prefix", {},
      {"slurm_reservations": [{"name": "training", "accounts": ["research"], "duration": "1h", "node_count": 1,
@@ -330,6 +336,13 @@ def test_slurm(tmp_path, name, hostvars, extra, expect):
     rc, out, calls = _run_slurm(tmp_path, name, hostvars, extra, expect)
     assert_refused_offline(name, rc, out, calls, ["slurm"], [text.format(**SLURM) for text in expect], SLURM_RUN)
     assert "deb12-cluster-gpu03" not in recap(out)         # the spare node is not in the run
+
+
+def test_a_refused_secret_never_reaches_the_output(tmp_path):
+    """The secret's key is named; its value is in no task result, so not in the log either."""
+    case = [c for c in SLURM_CASES if c[0] == "secret-in-slurm-conf-extra"][0]
+    rc, out, _calls = _run_slurm(tmp_path, *case)
+    assert rc != 0 and "AccountingStoragePass" in out and "hunter2" not in out, out[-3000:]
 
 
 # --- team-quota (the shared cluster's bad input, Debian 12: cluster-deb12) ------------------------------------------
