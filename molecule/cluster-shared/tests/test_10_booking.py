@@ -107,3 +107,34 @@ def test_a_booking_against_the_policy_is_refused_with_the_reason(ctl, login, sit
         ahead=at(now + datetime.timedelta(days=1)), past=at(now - datetime.timedelta(days=1)), maint=at(maint)))
     assert rc == 2 and reason in out and "nothing booked" in out, out
     assert sorted(reservations(ctl)) == before
+
+
+def test_two_bookings_at_once_never_pass_the_teams_limit_and_the_owner_cancels(ctl, login, site):
+    """Issue 46: two concurrent bookings once gave a team twice its limit. Both are started together through the real
+    sudo rule; exactly one books, the other is refused; alice then cancels hers."""
+    del site
+    start = at(controller_now(ctl) + datetime.timedelta(days=3))
+    before = sorted(reservations(ctl))
+    one = "gpu-job reserve --gpus 8 --start %s --duration 1h" % start
+    rc, out = as_user(login, "alice", "cd /tmp && (%s >/tmp/bk1 2>&1; echo rc=$? >>/tmp/bk1) & "
+                                      "(%s >/tmp/bk2 2>&1; echo rc=$? >>/tmp/bk2) & wait; cat /tmp/bk1 /tmp/bk2" % (one, one))
+    assert rc == 0, out
+    assert sorted(re.findall(r"rc=(\d+)", out)) == ["0", "2"], out
+    assert "nothing booked" in out, out
+    made = sorted(set(reservations(ctl)) - set(before))
+    assert len(made) == 1 and made[0].startswith("book-research-alice-"), made
+    rc, out = as_user(login, "bob", "gpu-job cancel-booking %s" % made[0])
+    assert rc == 2 and "only alice or an admin of team research" in out, out
+    rc, out = as_user(login, "alice", "gpu-job cancel-booking %s" % made[0])
+    assert rc == 0 and "cancelled booking %s" % made[0] in out, out
+    assert sorted(reservations(ctl)) == before
+
+
+def test_the_callers_time_zone_does_not_reach_the_helper(ctl, login, site):
+    """Issue 46: TZ=UTC-14 passed sudo's env_reset and moved the helper's "now" 14 hours on, past max_ahead."""
+    del site
+    beyond = controller_now(ctl) + datetime.timedelta(days=14, hours=2)
+    before = sorted(reservations(ctl))
+    rc, out = as_user(login, "alice", "TZ=UTC-14 gpu-job reserve --gpus 8 --start %s --duration 1h" % at(beyond))
+    assert rc == 2 and "bookings may start at most" in out and "nothing booked" in out, out
+    assert sorted(reservations(ctl)) == before
