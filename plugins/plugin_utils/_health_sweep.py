@@ -127,6 +127,9 @@ BOOLEAN_WORDS = ("true", "false", "yes", "no")
 SHARE = re.compile(r"^ *([0-9]+[.]?[0-9]*|[.][0-9]+) *$")
 
 
+_OWNER = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
 def _json(value):
     try:
         return json.dumps(value, sort_keys=True)
@@ -163,6 +166,14 @@ def problems(host, variables, pinnable, isdir=os.path.isdir):
     drain = get("health_sweep_drain", False)
     if not _boolean_ok(drain):
         found.append("health_sweep_drain is %s: it must be true or false" % _json(drain))
+    resume = get("health_sweep_resume", False)
+    if not _boolean_ok(resume):
+        found.append("health_sweep_resume is %s: it must be true or false" % _json(resume))
+    owners = get("health_sweep_resume_owners", ["health"])
+    if (isinstance(owners, (str, bytes, Mapping)) or not isinstance(owners, Sequence) or not owners
+            or not all(isinstance(o, str) and _OWNER.match(o) for o in owners)):
+        found.append("health_sweep_resume_owners is %s: it must be a list of the collection's drain owners (lower "
+                     "case letters, digits and '-', such as health, nvlink, maintenance)" % _json(owners))
     share = get("health_sweep_max_out_of_service", 0.1)
     if not _share_ok(share):
         found.append("health_sweep_max_out_of_service is %s: it must be a share of the cluster's nodes from 0 to 1 "

@@ -115,13 +115,13 @@ class Sweep(object):
         log = self.tmp / "slurm.json.log"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
-    def run(self, extra_vars=None, args=()):
+    def run(self, extra_vars=None, args=(), playbook=PLAYBOOK):
         argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(self.inventory)]
         if extra_vars:
             path = self.tmp / "extra-vars.json"
             path.write_text(json.dumps(extra_vars))
             argv += ["-e", "@%s" % path]
-        proc = subprocess.run(argv + list(args) + [PLAYBOOK], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.run(argv + list(args) + [playbook], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               env=self.env, cwd=str(self.tmp), timeout=300, check=False)
         return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
@@ -158,6 +158,8 @@ BAD = {
     "a drain share that is no number": ({"health_sweep_max_out_of_service": "ten"},
                                         ["health_sweep_max_out_of_service", "ten"]),
     "a drain switch that is no boolean": ({"health_sweep_drain": "sometimes"}, ["health_sweep_drain", "sometimes"]),
+    "a resume owner that is no owner": ({"health_sweep_resume_owners": ["health", "Bad Owner"]},
+                                        ["health_sweep_resume_owners", "Bad Owner"]),
     "an unknown method": ({"health_sweep_method": "ssh"}, ["health_sweep_method", "ssh"]),
     "a pin the report does not know": ({"health_sweep_expected": {"bios_version": "1.2"}},
                                        ["health_sweep_expected", "bios_version"]),
@@ -286,6 +288,41 @@ def test_the_circuit_breaker_refuses_drains_past_its_share(tmp_path, bundles):
     assert sweep.slurm()["gpu01"] == ("IDLE+DRAIN", "operator: cable swap")
     shown = out.split("what the circuit breaker refused")[1]
     assert "gpu02" in shown.split("refused:")[1], out
+
+
+RESUME = os.path.join(ROOT, "playbooks", "resume.yml")
+NVLINK_REASON = "gpucluster-nvlink: the faults stayed after the restart: reboot the node; if it persists, RMA GPU 5"
+
+
+def test_resume_brings_back_a_node_nvlink_left_drained_and_fails_on_one_still_faulty(tmp_path, bundles):
+    """Issue 44: the way back for every drain of the collection. gpu01 (healthy now) was left drained by NVLink
+    remediation, gpu02 (still faulty) by the monthly maintenance, gpu03 by an administrator (not swept)."""
+    sweep = Sweep(tmp_path, bundles, hosts=("gpu01", "gpu02"))
+    maint = "gpucluster-maintenance: GPU-ROW-REMAP-PENDING gpu3"
+    sweep.set_slurm({"gpu01": ("IDLE+DRAIN", NVLINK_REASON), "gpu02": ("IDLE+DRAIN", maint),
+                     "gpu03": ("IDLE+DRAIN", "operator: cable swap")})
+    rc, out = sweep.run({"health_sweep_report_dir": "reports/check"}, args=["--check"], playbook=RESUME)
+    assert rc == 0 and "gpu01: resumed (drained by nvlink" in out, out
+    assert sweep.slurm()["gpu01"] == ("IDLE+DRAIN", NVLINK_REASON)
+    assert not [c for c in sweep.scontrol_calls() if c[0] == "update"]
+
+    rc, out = sweep.run({"health_sweep_report_dir": "reports/resume"}, playbook=RESUME)
+    assert rc != 0, out
+    assert sweep.slurm()["gpu01"] == ("IDLE", ""), out
+    assert sweep.slurm()["gpu02"] == ("IDLE+DRAIN", maint) and sweep.slurm()["gpu03"][1] == "operator: cable swap"
+    assert "gpu01: resumed (drained by nvlink, its check passes now)" in out, out
+    assert "gpu02: stays out (drained by maintenance): its check says error: " in out, out
+    assert "1 node(s) drained by the collection stay out of service: gpu02" in out, out
+    assert [c for c in sweep.scontrol_calls() if c[0] == "update"] == [["update", "nodename=gpu01", "state=resume"]]
+
+
+def test_the_sweep_alone_resumes_only_the_health_checks_drains(tmp_path, bundles):
+    sweep = Sweep(tmp_path, bundles, hosts=("gpu01",))
+    sweep.set_slurm({"gpu01": ("IDLE+DRAIN", NVLINK_REASON), "gpu02": ("IDLE", ""), "gpu03": ("IDLE", "")})
+    rc, out = sweep.run({"health_sweep_drain": True, "health_sweep_max_out_of_service": 0.5,
+                         "health_sweep_report_dir": "reports/sweep"})
+    assert rc == 0, out
+    assert sweep.slurm()["gpu01"] == ("IDLE+DRAIN", NVLINK_REASON), out
 
 
 def test_the_sweeps_fallbacks_are_the_health_check_roles_defaults():

@@ -122,6 +122,26 @@ def test_a_persistent_fault_and_a_version_mismatch_stay_drained_with_the_next_ac
     assert (report_dir / "fleet.json").is_file()
 
 
+def test_resume_brings_back_the_nodes_remediation_left_drained_once_their_faults_are_cleared(scenario, ctl, nodes,
+                                                                                            tmp_path):
+    """Issue 44: a node NVLink remediation left drained could never be resumed by a playbook. After the repair (the
+    faults cleared), playbooks/resume.yml checks the nodes again and resumes both, each by its owner's marker."""
+    a100, h100 = nodes
+    after = node_records(ctl, list(nodes))
+    assert all(after[h]["Reason"].startswith("gpucluster-nvlink:") for h in nodes), after
+    for host in nodes:
+        set_faults(scenario, host, [])
+    rc, out = scenario.playbook(tmp_path, os.path.join(ROOT, "playbooks", "resume.yml"),
+                                extra_vars={"health_sweep_report_dir": str(tmp_path / "reports" / "resume")})
+    assert rc == 0, out[-4000:]
+    for host in nodes:
+        assert "%s: resumed (drained by nvlink, its check passes now)" % host in out, out[-4000:]
+    deadline = time.monotonic() + 60
+    while any("DRAIN" in r["State"] for r in node_records(ctl, list(nodes)).values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert all("DRAIN" not in r["State"] for r in node_records(ctl, list(nodes)).values()), node_records(ctl, list(nodes))
+
+
 def test_the_circuit_breaker_holds_for_a_remediation(scenario, ctl, nodes, tmp_path):
     """Issue 44: a remediation once drained the last node in service. With the default share (0.1 of 2 nodes allows
     one out), the first node is remediated and the second is refused, naming the count and the variable."""
@@ -151,3 +171,5 @@ def test_check_mode_changes_nothing(scenario, ctl, nodes, tmp_path):
     assert all(events_since(scenario, h, before[h]) == [] for h in nodes)
     assert not report_dir.exists()
     assert "%s: check_mode" % a100 in out, out
+    # what would happen, never a story of what did (issue 44)
+    assert "would drain it (owner nvlink) and wait up to 2h" in out and "it was resumed" not in out, out

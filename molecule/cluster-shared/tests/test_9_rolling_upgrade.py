@@ -68,6 +68,19 @@ def test_check_mode_shows_the_plan_and_changes_nothing(scenario, ctl, nodes, tmp
     assert not (tmp_path / "reports").exists()
 
 
+def test_a_run_that_would_upgrade_no_node_fails_saying_why(scenario, ctl, nodes, tmp_path):
+    """Issue 44: a run whose every node was refused or not ours exited 0. Every node out of service for an
+    administrator: --check says it would upgrade none, counts them per outcome, and fails."""
+    for host in nodes:
+        ctl.check_output("scontrol update nodename=%s state=drain reason='admin: rack work'" % host)
+    try:
+        rc, out = _upgrade(scenario, tmp_path, NEW, args=["--check"])
+    finally:
+        for host in nodes:
+            ctl.check_output("scontrol update nodename=%s state=resume" % host)
+    assert rc != 0 and "the rolling upgrade would upgrade no node of 3" in out and "3 not_ours" in out, out[-4000:]
+
+
 def test_rolling_upgrade_waits_for_the_job_upgrades_and_stops_at_the_failed_batch(scenario, ctl, nodes, tmp_path):
     canary, second, third = nodes
     assert _reported(scenario, canary) == OLD
