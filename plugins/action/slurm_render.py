@@ -14,12 +14,15 @@ Only public interfaces of ansible-core: the action plugin API, ``hostvars`` and 
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
+from ansible.template import is_trusted_as_template
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_render as render
 
@@ -67,9 +70,9 @@ class ActionModule(ActionBase):
         result["changed"] = False
         return result
 
-    @staticmethod
-    def _lines(args, task_vars):
-        hostvars = _HostVarsOnce(task_vars.get("hostvars", {}))
+    def _lines(self, args, task_vars):
+        templar = self._templar
+        hostvars = _HostVarsOnce(task_vars.get("hostvars", {}), templar)
         groups = task_vars.get("groups", {})
         # a group's name rather than its 10,000 host names: Ansible sends a task's templated options back to the main
         # process with the result, each name with its origin
@@ -92,7 +95,10 @@ class ActionModule(ActionBase):
     def _files(self, templates, lines, task_vars):
         """Each template rendered by Ansible's template lookup (trim_blocks, the ansible_managed header), trimmed, with
         one final newline, the lines given to it as the variables the templates name."""
-        temp_vars = dict(task_vars)
+        # The lookup deep-copies its variables for each template, so that a template cannot change the task's; the
+        # templates only read them, and a shallow copy does that job (at 10,000 nodes the deep copies of groups,
+        # vars and the fabric cost most of this step).
+        temp_vars = _ShallowCopied(task_vars)
         temp_vars.update((LINE_VARIABLES[key], value) for key, value in lines.items())
         lookup = lookup_loader.get("ansible.builtin.template", loader=self._loader, templar=self._templar)
         files = {}
@@ -102,18 +108,43 @@ class ActionModule(ActionBase):
         return files
 
 
-class _HostVarsOnce(object):
-    """``hostvars`` whose hosts are each looked up once: ``hostvars[host]`` computes the host's variables afresh at
-    every call, and the node, gres and partition passes read the same hosts."""
+class _ShallowCopied(dict):
+    """The variables given to the template lookup: its deep copy of them is a shallow one."""
 
-    def __init__(self, hostvars):
+    def __deepcopy__(self, memo):
+        return dict(self)
+
+
+class _HostVarsOnce(object):
+    """``hostvars`` read once per host, values templated only where they hold a template.
+
+    ``hostvars[host]`` computes the host's variables afresh at every call and templates every value read (finalizing
+    every list and mapping), which at 10,000 nodes costs most of the render. Here each host's variables are read once
+    with ``HostVars.raw_get()`` (public: the same variables, untemplated), and a value is templated, in that host's
+    variables as ``hostvars[host][key]`` does it, only when it holds a trusted string with Jinja markers
+    (``Templar.is_possibly_template`` and ``is_trusted_as_template``, both public).
+    """
+
+    def __init__(self, hostvars, templar=None):
         self.hostvars = hostvars
+        self.templar = templar
+        self.raw = hasattr(hostvars, "raw_get") and templar is not None
         self.seen = {}
+        # Whether a value holds a template, by the value's identity: a group's variables are the same objects in every
+        # host's variables (the value is kept with its verdict, so that its identity is not reused).
+        self.judged = {}
 
     def __getitem__(self, host):
         view = self.seen.get(host)
         if view is None:
-            view = self.seen[host] = self.hostvars[host]
+            if self.raw:
+                variables = self.hostvars.raw_get(host)
+                if not isinstance(variables, Mapping):     # an unknown host: hostvars gives an undefined marker
+                    raise KeyError(host)
+                view = _HostView(variables, self.templar, self.judged)
+            else:
+                view = self.hostvars[host]
+            self.seen[host] = view
         return view
 
     def __contains__(self, host):
@@ -121,6 +152,95 @@ class _HostVarsOnce(object):
 
     def get(self, host, default=None):
         return self[host] if host in self else default
+
+
+_MISSING = object()
+
+
+class _Reads(object):
+    """The variables one call read from a host's view: (name, the raw value or _MISSING); shareable when none of them
+    was a template (a templated value is the host's own, whatever object it came from)."""
+
+    def __init__(self):
+        self.items = []
+        self.shareable = True
+
+
+class _HostView(Mapping):
+    """One host's variables as ``hostvars[host]`` gives them, templating only the values that hold a template."""
+
+    def __init__(self, variables, templar, judged):
+        self.variables = variables
+        self.templar = templar
+        self.judged = judged
+        self.host_templar = None
+        self.reading = None
+
+    @contextlib.contextmanager
+    def reads(self):
+        """Record which variables are read (and as which objects) while the block runs."""
+        self.reading = _Reads()
+        try:
+            yield self.reading
+        finally:
+            self.reading = None
+
+    def same_values(self, reads):
+        """Whether this host's variables named in ``reads`` are the very objects read there, missing alike, equal
+        numbers, or both empty mappings (a host without facts has an empty ansible_facts of its own)."""
+        variables = self.variables
+        for name, value in reads.items:
+            got = variables.get(name, _MISSING)
+            if got is value:
+                continue
+            if isinstance(got, (int, float)) and type(got) is type(value) and got == value:
+                continue
+            if isinstance(got, Mapping) and isinstance(value, Mapping) and not got and not value:
+                continue
+            return False
+        return True
+
+    def get(self, key, default=None):
+        if key not in self.variables:
+            if self.reading is not None:
+                self.reading.items.append((key, _MISSING))
+            return default
+        return self[key]
+
+    def __getitem__(self, key):
+        value = self.variables[key]
+        known = self.judged.get(id(value))
+        if known is None or known[0] is not value:
+            known = self.judged[id(value)] = (value, self._may_template(value))
+        if self.reading is not None:
+            self.reading.items.append((key, value))
+            if known[1]:
+                self.reading.shareable = False
+        if not known[1]:
+            return value
+        if self.host_templar is None:
+            self.host_templar = self.templar.copy_with_new_env(available_variables=self.variables)
+        return self.host_templar.template(value)
+
+    def __iter__(self):
+        return iter(self.variables)
+
+    def __len__(self):
+        return len(self.variables)
+
+    def _may_template(self, value, depth=0):
+        """Whether Ansible would template ``value``: a trusted string with Jinja markers in it, or a container that
+        holds one (the templar's own light check, ``is_possibly_template``, per string)."""
+        if isinstance(value, str):
+            return (("{" in value or value.startswith("#")) and self.templar.is_possibly_template(value)
+                    and is_trusted_as_template(value))
+        if depth > 50:
+            return True
+        if isinstance(value, Mapping):
+            return any(self._may_template(k, depth + 1) or self._may_template(v, depth + 1) for k, v in value.items())
+        if isinstance(value, (list, tuple, set)):
+            return any(self._may_template(v, depth + 1) for v in value)
+        return False
 
 
 class _StageError(Exception):

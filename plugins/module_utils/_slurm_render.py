@@ -435,8 +435,32 @@ def _unique_names(specs):
 
 
 def node_specs(hosts, hostvars, options, type_map=None, need_memory=True):
-    """NodeSpec of every host, validated across hosts (unique names, GPU type variants)."""
-    specs = [node_spec(host, _hostvars_of(hostvars, host), options, type_map, need_memory) for host in _host_list(hosts)]
+    """NodeSpec of every host, validated across hosts (unique names, GPU type variants).
+
+    Where the hosts' variables can say which of their values a call read (the slurm_render action's view: ``reads``,
+    ``same_values``), a host whose values for those variables are the very objects another host's spec was made
+    from (its group's, read untemplated) gets a copy of that spec with its own name, not a new one.
+    """
+    specs, made = [], []
+    for host in _host_list(hosts):
+        hv = _hostvars_of(hostvars, host)
+        reads = getattr(hv, "reads", None)
+        spec = None
+        if reads is not None:
+            for read, first in made:
+                if hv.same_values(read):
+                    spec = NodeSpec(**dict((k, getattr(first, k)) for k in NodeSpec.__slots__))
+                    spec.host, spec.name = host, node_name(host, hv)
+                    break
+        if spec is None:
+            if reads is None:
+                spec = node_spec(host, hv, options, type_map, need_memory)
+            else:
+                with reads() as read:
+                    spec = node_spec(host, hv, options, type_map, need_memory)
+                if read.shareable and len(made) < 64:
+                    made.append((read, spec))
+        specs.append(spec)
     _unique_names(specs)
     _check_type_variants(specs)
     return specs
