@@ -226,7 +226,7 @@ def test_budget_is_read_and_wrong_entries_are_warnings(tmp_path):
 def test_the_projects_budget_file_reads_without_warnings():
     budget = tr.read_budget(os.path.join(ROOT, "molecule", "budget.yml"))
     assert budget["warnings"] == []
-    assert budget["make_test"] == 1800
+    assert budget["make_test"] == 3000    # 50 minutes on a quiet machine with warm caches
     assert budget["molecule"] and budget["molecule"] < budget["make_test"]
 
 
