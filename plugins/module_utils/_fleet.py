@@ -9,7 +9,12 @@
 odd input: a record that lacks a part gets an ``unknown`` finding naming what is missing, so that no node is reported
 OK because something could not be read. Fleet-level findings have the node findings' shape (check ``fleet``, target
 the inventory host name): version drift inside a GPU group (against the pin where the inventory gives one, else
-against the group's majority), GPU count and model outliers, unreachable nodes, nodes drained or down in Slurm.
+against the group's majority), GPU count and model outliers, unreachable nodes, nodes drained or down in Slurm, nodes
+with errors that Slurm still schedules on.
+
+A node out of service in Slurm (drained, down or failing, by anyone, gpucluster.ops' own owners included) is never
+OK: its ``status`` is ``drained`` when its findings are all OK or info, and the summary counts it as ``drained``; the
+report's ``service`` counts the nodes in and out of service.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ RMA_FILE = "rma.csv"
 
 # Worst last, as the node's overall status ranks them (error > unknown > warning > info > ok).
 ORDER = checks._WORST_ORDER  # pylint: disable=protected-access
+# A node's status: a severity, or ``drained`` (its findings are OK or info, but Slurm does not schedule on it), which
+# ranks above info (never OK) and below warning.
+DRAINED = "drained"
+STATUS_ORDER = ("ok", "info", DRAINED, "warning", "unknown", "error")
 
 # The fault codes whose error findings go into the RMA list by default: hardware the vendor replaces. A GPU lost to
 # the driver (Xid 79 and "fallen off the bus" both become GPU-FALLEN-OFF-BUS), row remapping that failed (Xid 64),
@@ -72,6 +81,16 @@ _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 def rank(severity):
     """How bad a severity is (0 for ok); a severity nothing knows ranks as unknown."""
     return ORDER.index(severity) if severity in ORDER else ORDER.index("unknown")
+
+
+def status_rank(status):
+    """How bad a node's status is (``rank``, with ``drained`` between info and warning)."""
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else STATUS_ORDER.index("unknown")
+
+
+def is_ok(status):
+    """Whether a node's status is OK for the counts and the page's filter: ok or info, never drained."""
+    return status in ("ok", "info")
 
 
 def _worst(severities):
@@ -164,6 +183,41 @@ def gpu_indexes(finding, gpus):
     return indexes
 
 
+def in_service(slurm):
+    """Whether Slurm schedules on the node: True, False when it is out of service (down, drained, draining,
+    failing), None when its Slurm state is not known."""
+    state = _text(_dict(slurm).get("state"))
+    if state is None:
+        return None
+    return not _slurm_nodes.out_of_service(state)
+
+
+def _error_in_service(entry, options):
+    """FLEET-ERROR-IN-SERVICE when the node's health check found errors and Slurm still schedules on it."""
+    if entry["in_service"] is not True or not entry["reachable"]:
+        return None
+    codes = []
+    for item in entry["findings"]:
+        if item["check"] != "fleet" and item["severity"] == "error" and item["code"] not in codes:
+            codes.append(item["code"])
+    if not codes and entry["result_status"] != "error":
+        return None
+    host = entry["host"]
+    slurm = entry["slurm"] or {}
+    name = slurm.get("name") or host
+    truthy = (True, "true", "True", "yes", 1)
+    drains = options.get("drain") in truthy and options.get("check_mode") not in truthy
+    return _finding(host, "FLEET-ERROR-IN-SERVICE", "error",
+                    "%s has error(s) %s, yet Slurm node %s is %s: Slurm still schedules jobs on it" % (
+                        host, " ".join(codes) or "(the checker's status is error)", name, slurm.get("state")),
+                    ("this sweep drains it next (health_sweep_drain), unless the circuit breaker refuses; else "
+                     if drains else "") +
+                    "drain it: rerun the sweep with -e health_sweep_drain=true (owner health), or let the node's "
+                    "health wrapper (gpucluster-health --slurm, slurmd's HealthCheckProgram) drain it, or "
+                    "scontrol update nodename=%s state=drain reason='gpucluster-health: %s'" % (
+                        name, " ".join(codes) or "error"))
+
+
 def _slurm_finding(host, slurm):
     state = _text(slurm.get("state")) or ""
     reason = _text(slurm.get("reason")) or ""
@@ -193,7 +247,7 @@ def node_entry(host, record):
         "host": host, "group": _text(record.get("group")), "reachable": reachable is not False,
         "error": _text(record.get("error")), "source": _text(record.get("source")),
         "expected": _dict(record.get("expected")), "versions": _clean_versions(_dict(record.get("versions"))),
-        "slurm": None, "level": None, "checked_at": None, "node": None, "result_status": None,
+        "slurm": None, "in_service": None, "level": None, "checked_at": None, "node": None, "result_status": None,
         "gpus": [], "findings": [], "unreadable": [], "missing_inputs": [], "notes": [],
     }
     if not record:
@@ -228,6 +282,7 @@ def node_entry(host, record):
             problems.append("source is %r, not one of %s" % (entry["source"], ", ".join(SOURCES)))
     if isinstance(record.get("slurm"), dict):
         entry["slurm"] = {key: _text(record["slurm"].get(key)) for key in ("name", "state", "reason")}
+        entry["in_service"] = in_service(entry["slurm"])
         slurm = _slurm_finding(host, record["slurm"])
         if slurm:
             fleet.append(slurm)
@@ -321,6 +376,19 @@ def _group_drift(group, members):
     return found, table
 
 
+def _pins(members, key):
+    """The pins of ``key`` the members' ``expected`` has, as the config has them (a number stays a number): the one
+    pin, a list when the members differ, None without any."""
+    pins = {}
+    for entry in members:
+        value = entry["expected"].get(key)
+        if value is None or isinstance(value, (dict, list)) or (isinstance(value, str) and not value.strip()):
+            continue
+        pins.setdefault((type(value).__name__, str(value)), value)
+    values = [pins[k] for k in sorted(pins)]
+    return values[0] if len(values) == 1 else (values or None)
+
+
 def _gpu_outliers(group, members, table):
     found = []
     counts = {e["host"]: len(e["gpus"]) for e in members}
@@ -350,8 +418,9 @@ def _gpu_outliers(group, members, table):
                 "look for GPUs lost to the driver or a node in the wrong group"))
             drifted.append(entry["host"])
         known = sorted(set(v for v in values.values() if v is not None), key=str)
-        if known:
-            table[key] = {"label": label, "pin": None, "majority": majority,
+        pins = _pins(members, key)
+        if known or pins is not None:
+            table[key] = {"label": label, "pin": pins, "majority": majority,
                           "values": {str(v): sorted(h for h, x in values.items() if x == v) for v in known},
                           "unknown": [], "drifted": sorted(drifted)}
     return found
@@ -414,6 +483,7 @@ def _rma(report, codes):
 def build(nodes, options=None, rma_codes=None, previous=None, previous_path=None, created_at=None):
     """The report document (fleet.json) from the sweep's per-node records."""
     nodes = nodes if isinstance(nodes, dict) else {}
+    options = _dict(options)
     entries = {str(host): node_entry(str(host), record) for host, record in sorted(nodes.items(), key=lambda i: str(i[0]))}
     groups = collections.OrderedDict()
     for host, entry in entries.items():
@@ -426,22 +496,30 @@ def build(nodes, options=None, rma_codes=None, previous=None, previous_path=None
         for item in found:
             entries[item["target"]]["findings"].append(item)
     for entry in entries.values():
+        serving = _error_in_service(entry, options)
+        if serving:
+            entry["findings"].append(serving)
         entry["findings"].sort(key=lambda f: (-rank(f["severity"]), f["code"], f["target"]))
         entry["status"] = _worst([f["severity"] for f in entry["findings"]] +
                                  ([entry["result_status"]] if entry["result_status"] else []))
+        if entry["in_service"] is False and is_ok(entry["status"]):
+            entry["status"] = DRAINED
         for gpu in entry["gpus"]:
             gpu["status"] = _worst(f["severity"] for f in entry["findings"]
                                    if gpu["index"] in gpu_indexes(f, entry["gpus"]))
         entry["node_status"] = _worst(f["severity"] for f in entry["findings"]
                                       if not gpu_indexes(f, entry["gpus"]))
-    summary = {"nodes": len(entries), "ok": 0, "warning": 0, "error": 0, "unknown": 0,
+    summary = {"nodes": len(entries), "ok": 0, DRAINED: 0, "warning": 0, "error": 0, "unknown": 0,
                "unreachable": sum(1 for e in entries.values() if not e["reachable"])}
     for entry in entries.values():
-        summary["ok" if entry["status"] in ("ok", "info") else entry["status"]] += 1
+        summary["ok" if is_ok(entry["status"]) else entry["status"]] += 1
+    service = {"in_service": sum(1 for e in entries.values() if e["in_service"] is True),
+               "out_of_service": sum(1 for e in entries.values() if e["in_service"] is False),
+               "no_slurm_state": sum(1 for e in entries.values() if e["in_service"] is None)}
     report = {
-        "schema_version": SCHEMA_VERSION, "created_at": created_at, "options": _dict(options),
+        "schema_version": SCHEMA_VERSION, "created_at": created_at, "options": options,
         "rma_codes": sorted(set(rma_codes if rma_codes is not None else DEFAULT_RMA_CODES)),
-        "summary": summary, "nodes": entries,
+        "summary": summary, "service": service, "nodes": entries,
         "fleet_findings": [dict(f) for e in entries.values() for f in e["findings"] if f["check"] == "fleet"],
         "drift": drift,
     }
@@ -451,17 +529,24 @@ def build(nodes, options=None, rma_codes=None, previous=None, previous_path=None
 
 
 def table(report):
-    """One line per node that is not OK (worst first), then how many nodes are OK."""
+    """One line per node that is not OK (worst first: host, status, the codes of its warnings and worse and
+    FLEET-SLURM-DRAINED), then how many nodes are OK and how many of them all Slurm schedules on."""
     lines = []
-    bad = [e for e in report["nodes"].values() if e["status"] not in ("ok", "info")]
-    for entry in sorted(bad, key=lambda e: (-rank(e["status"]), e["host"])):
+    bad = [e for e in report["nodes"].values() if not is_ok(e["status"])]
+    for entry in sorted(bad, key=lambda e: (-status_rank(e["status"]), e["host"])):
         codes = []
         for item in entry["findings"]:
-            if rank(item["severity"]) >= rank("warning") and item["code"] not in codes:
+            if (rank(item["severity"]) >= rank("warning") or item["code"] == "FLEET-SLURM-DRAINED") \
+                    and item["code"] not in codes:
                 codes.append(item["code"])
-        lines.append("%s %s %s" % (entry["host"], entry["status"].upper(), " ".join(codes)))
+        lines.append(" ".join([entry["host"], entry["status"].upper()] + codes))
     ok = len(report["nodes"]) - len(bad)
-    lines.append("%d node%s OK" % (ok, "" if ok == 1 else "s"))
+    service = report["service"]
+    line = "%d node%s OK, %d of %d in service" % (ok, "" if ok == 1 else "s", service["in_service"],
+                                                  len(report["nodes"]))
+    if service["no_slurm_state"]:
+        line += ", %d with no Slurm state" % service["no_slurm_state"]
+    lines.append(line)
     return lines
 
 

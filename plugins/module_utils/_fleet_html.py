@@ -7,7 +7,8 @@
 Inline CSS and script only (no external script, font or image, so the page opens from a mail attachment or an
 air-gapped share). A grid of nodes by GPUs coloured by each cell's worst severity, a filter box (text, "hide OK
 nodes"), each node's findings with their actions, the drift table, the RMA list, the changes since the previous
-report, and the sweep's time and options. The filter state lives in the URL hash (``#filter=gpu0&hideok=1``) and in
+report, and the sweep's time and options. "Hide OK" never hides a node out of service in Slurm (status ``drained``,
+``data-in-service="0"``). The filter state lives in the URL hash (``#filter=gpu0&hideok=1``) and in
 the body's ``data-filter``/``data-hideok`` attributes; each filtered element carries ``data-shown``; ``data-ready`` is
 set when the script has run and ``data-js-error`` when it failed (tests read them). Without the script the page shows
 everything.
@@ -20,7 +21,8 @@ import json
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _fleet
 
-SEVERITY_LABEL = {"ok": "OK", "info": "info", "warning": "warning", "error": "error", "unknown": "unknown"}
+SEVERITY_LABEL = {"ok": "OK", "info": "info", "warning": "warning", "error": "error", "unknown": "unknown",
+                  _fleet.DRAINED: "drained"}
 # What a GPU cell shows besides its colour, for readers who do not tell the colours apart.
 MARK = {"ok": "", "info": "i", "warning": "W", "error": "E", "unknown": "?"}
 
@@ -33,6 +35,7 @@ th{background:#f3f3f3}.meta td,.meta th{border:0;padding:0 8px 0 0}
 .grid td.h{white-space:nowrap;font-family:ui-monospace,monospace}
 .s-ok{background:#2e9b4f;color:#fff}.s-info{background:#7fb8e6}.s-warning{background:#f2b632}
 .s-error{background:#d62f2f;color:#fff}.s-unknown{background:#8a63b8;color:#fff}.s-none{background:#eee}
+.s-drained{background:repeating-linear-gradient(45deg,#5d6d7e 0 6px,#46535f 6px 12px);color:#fff}
 .badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}
 .counts span{margin-right:1em}.filter{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ccc}
 .filter input[type=text]{width:22em}[data-shown="0"]{display:none}
@@ -62,7 +65,8 @@ _JS = r"""
     body.setAttribute('data-hideok', state.hideok ? '1' : '0');
     var items = document.querySelectorAll('[data-search]');
     for (var i = 0; i < items.length; i++) {
-      var el = items[i], ok = el.getAttribute('data-status') === 'ok';
+      var el = items[i];
+      var ok = el.getAttribute('data-status') === 'ok' && el.getAttribute('data-in-service') !== '0';
       var show = !(state.hideok && ok) && (!needle || el.getAttribute('data-search').indexOf(needle) >= 0);
       el.setAttribute('data-shown', show ? '1' : '0');
       if (show && el.tagName === 'TR') { shown++; }
@@ -125,14 +129,16 @@ def _grid(report, order):
                 cells.append('<td class="g s-%s" data-gpu="%d" title="%s">%s</td>' % (
                     _e(gpu["status"]), n, _e(_gpu_title(entry, gpu)), MARK[gpu["status"]]))
         slurm = entry.get("slurm") or {}
-        rows.append('<tr data-host="%s" data-status="%s" data-search="%s"><td class="h"><a href="#n-%s">%s</a></td>'
+        rows.append('<tr data-host="%s" data-status="%s" data-in-service="%s" data-search="%s"><td class="h">'
+                    '<a href="#n-%s">%s</a></td>'
                     '<td class="s-%s">%s</td><td class="s-%s" data-cell="node" title="node-level findings">%s</td>'
                     '<td>%s</td><td>%s</td>%s</tr>' % (
-                        _e(entry["host"]), _e(_ok(entry["status"])), _e(_search(entry)), _e(entry["host"]),
-                        _e(entry["host"]), _e(entry["status"]), _e(SEVERITY_LABEL.get(entry["status"])),
+                        _e(entry["host"]), _e(_ok(entry["status"])), _in_service(entry), _e(_search(entry)),
+                        _e(entry["host"]), _e(entry["host"]), _e(entry["status"]), _e(SEVERITY_LABEL.get(entry["status"])),
                         _e(entry["node_status"]), _e(SEVERITY_LABEL.get(entry["node_status"])),
                         _e(entry["group"] or "-"), _e(slurm.get("state") or "-"), "".join(cells)))
-    return ('<p>One row per node, worst first; a GPU cell has the colour of its worst finding (hover over it for the '
+    return ('<p>One row per node, worst first (a node out of service in Slurm whose findings are OK is '
+            '<i>drained</i>, never OK); a GPU cell has the colour of its worst finding (hover over it for the '
             'serial, UUID and codes; E error, ? unknown, W warning, i info); <i>node-wide</i> is the worst finding '
             'about the node itself (driver, fabric, InfiniBand, drift, Slurm).</p><table class="grid" id="grid"><thead><tr><th>node</th><th>status</th>'
             '<th>node-wide</th><th>group</th><th>Slurm</th>%s</tr></thead><tbody>%s</tbody></table>'
@@ -140,8 +146,19 @@ def _grid(report, order):
 
 
 def _ok(status):
-    """The filter's notion of OK: ok and info (nothing to do)."""
-    return "ok" if status in ("ok", "info") else status
+    """The filter's notion of OK: ok and info (nothing to do); a drained node is never OK."""
+    return "ok" if _fleet.is_ok(status) else status
+
+
+def _in_service(entry):
+    """``data-in-service``: 1 when Slurm schedules on the node, 0 when it is out of service, empty when unknown."""
+    return {True: "1", False: "0"}.get(entry.get("in_service"), "")
+
+
+def _pin(pin):
+    if pin is None:
+        return "-"
+    return ", ".join(str(p) for p in pin) if isinstance(pin, list) else pin
 
 
 def _findings_table(findings):
@@ -161,10 +178,10 @@ def _node_sections(order):
         slurm = entry.get("slurm")
         if slurm:
             detail.append("Slurm %s %s" % (slurm.get("state") or "-", slurm.get("reason") or ""))
-        parts.append('<div class="node" id="n-%s" data-host="%s" data-status="%s" data-search="%s"><h3>%s %s</h3>'
-                     '<div>%s</div>%s</div>' % (
-                         _e(entry["host"]), _e(entry["host"]), _e(_ok(entry["status"])), _e(_search(entry)),
-                         _e(entry["host"]), _badge(entry["status"]), _e("; ".join(detail)),
+        parts.append('<div class="node" id="n-%s" data-host="%s" data-status="%s" data-in-service="%s" '
+                     'data-search="%s"><h3>%s %s</h3><div>%s</div>%s</div>' % (
+                         _e(entry["host"]), _e(entry["host"]), _e(_ok(entry["status"])), _in_service(entry),
+                         _e(_search(entry)), _e(entry["host"]), _badge(entry["status"]), _e("; ".join(detail)),
                          _findings_table(entry["findings"])))
     return "".join(parts) or "<p>No node has a finding.</p>"
 
@@ -179,7 +196,7 @@ def _drift(report):
             status = "warning" if row["drifted"] else "ok"
             rows.append('<tr><td>%s</td><td>%s</td><td class="mono">%s</td><td class="mono">%s</td><td>%s</td>'
                         '<td class="mono">%s</td></tr>' % (
-                            _e(group), _e(row["label"]), _e(row["pin"] if row["pin"] is not None else "-"),
+                            _e(group), _e(row["label"]), _e(_pin(row["pin"])),
                             _e(row["majority"] if row["majority"] is not None else "-"), _badge(status), _e(values)))
     if not rows:
         return "<p>No group to compare.</p>"
@@ -213,14 +230,20 @@ def _diff(report):
 
 def render(report):
     """The whole page for a report document."""
-    order = sorted(report["nodes"].values(), key=lambda e: (-_fleet.rank(e["status"]), e["host"]))
+    order = sorted(report["nodes"].values(), key=lambda e: (-_fleet.status_rank(e["status"]), e["host"]))
     summary = report["summary"]
     options = "".join("<tr><th>%s</th><td class=\"mono\">%s</td></tr>" % (
         _e(key), _e(value if isinstance(value, str) else json.dumps(value, sort_keys=True)))
         for key, value in sorted(report["options"].items()))
-    counts = "".join('<span>%s %d</span>' % (_badge(name) if name in SEVERITY_LABEL else _e(name), summary[name])
-                     for name in ("nodes", "ok", "warning", "error", "unknown", "unreachable"))
-    legend = "".join("<span>%s</span>" % _badge(s) for s in ("ok", "info", "warning", "unknown", "error"))
+    counts = "".join('<span>%s %d</span>' % (_badge(name) if name in SEVERITY_LABEL else _e(name),
+                                             summary.get(name, 0))
+                     for name in ("nodes", "ok", _fleet.DRAINED, "warning", "error", "unknown", "unreachable"))
+    service = report.get("service") or {}
+    counts += '<span id="in-service">in service %d of %d%s</span>' % (
+        service.get("in_service", 0), summary["nodes"],
+        (", %d with no Slurm state" % service["no_slurm_state"]) if service.get("no_slurm_state") else "")
+    legend = "".join("<span>%s</span>" % _badge(s) for s in ("ok", "info", _fleet.DRAINED, "warning", "unknown",
+                                                            "error"))
     return """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Fleet health %(created)s</title><style>%(css)s</style></head>

@@ -20,7 +20,12 @@ description:
     C(FLEET-DRIFT-OFED)), against the node's pin in C(expected) where there is one, else against the group's
     majority. GPU count and model outliers (C(FLEET-GPU-COUNT), C(FLEET-GPU-MODEL)). Unreachable nodes
     (C(FLEET-UNREACHABLE), severity unknown). Nodes drained or down in Slurm (C(FLEET-SLURM-DRAINED), info when the
-    health checks drained it, warning otherwise). A record that lacks a part (C(FLEET-RECORD-INCOMPLETE), unknown).
+    health checks drained it, warning otherwise). Nodes whose health check found errors that Slurm still
+    schedules on (C(FLEET-ERROR-IN-SERVICE), error). A record that lacks a part (C(FLEET-RECORD-INCOMPLETE),
+    unknown).
+  - A node out of service in Slurm (down, drained, draining, failing, by anyone, gpucluster.ops' own owners
+    included) is never OK; its status is C(drained) when its findings are all OK or info, and RV(summary) counts it
+    as C(drained).
   - Compares the findings with the previous report (new, cleared and persisting, by node, code and target).
   - Runs on the controller (delegate it to C(localhost), with C(run_once)). It never fails on odd records; it fails only
     when O(report_dir) cannot be written, before it writes anything.
@@ -103,16 +108,30 @@ files:
     html: {description: The page., type: str, returned: always, sample: /srv/ops/reports/20261201T170000Z/fleet.html}
     rma_csv: {description: The RMA list., type: str, returned: always, sample: /srv/ops/reports/20261201T170000Z/rma.csv}
 summary:
-  description: How many nodes have each worst severity (info counts as ok); unreachable nodes are also unknown.
+  description:
+    - How many nodes have each status, C(ok) + C(drained) + C(warning) + C(error) + C(unknown) = C(nodes). C(ok)
+      is a node whose worst finding is OK or info and that Slurm schedules on (or whose Slurm state is not known);
+      C(drained) one whose findings are OK or info but that is out of service in Slurm. Unreachable nodes are also
+      unknown.
   returned: always
   type: dict
-  sample: {nodes: 400, ok: 396, warning: 2, error: 1, unknown: 1, unreachable: 1}
+  sample: {nodes: 400, ok: 395, drained: 1, warning: 2, error: 1, unknown: 1, unreachable: 1}
+service:
+  description:
+    - How many nodes Slurm schedules on (C(in_service)), does not (C(out_of_service)), and has no state of
+      (C(no_slurm_state)); they add up to the nodes.
+  returned: always
+  type: dict
+  sample: {in_service: 397, out_of_service: 3, no_slurm_state: 0}
 table:
-  description: One line per node that is not OK, worst first (host, status, codes), then C(N nodes OK).
+  description:
+    - One line per node that is not OK, worst first (host, status, the codes of its warnings and worse and
+      C(FLEET-SLURM-DRAINED)), then C(N nodes OK, I of N in service) (and how many have no Slurm state).
   returned: always
   type: list
   elements: str
-  sample: ["gpu017 ERROR GPU-ROW-REMAP-FAILURE", "399 nodes OK"]
+  sample: ["gpu017 ERROR GPU-ROW-REMAP-FAILURE FLEET-SLURM-DRAINED", "gpu101 DRAINED FLEET-SLURM-DRAINED",
+           "395 nodes OK, 397 of 400 in service"]
 rma:
   description: The RMA list, one entry per GPU and fault code, C({node, gpu_index, serial, uuid, bus_id, code, target,
     evidence}).
@@ -188,6 +207,7 @@ def main():
         except OSError as error:
             module.fail_json(msg="fleet_report: writing %s: %s" % (report_dir, error), report_dir=report_dir)
     module.exit_json(changed=True, report_dir=report_dir, files=files, summary=report["summary"],
+                     service=report["service"],
                      table=_fleet.table(report), rma=report["rma"], diff=report["diff"],
                      fleet_findings=report["fleet_findings"], notes=notes)
 

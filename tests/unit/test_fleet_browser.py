@@ -2,9 +2,9 @@
 
 A made-up fleet of three nodes, gpu02 faulty (a row remapping failure on GPU 3). The page's script runs (the body's
 ``data-ready``), nothing reaches the console (no message, no uncaught exception), gpu02's GPU 3 cell has the error
-colour and its other cells the OK colour, ``#hideok=1`` hides the healthy nodes and ``#filter=`` keeps the matching
-ones, and a screenshot is a PNG. The test fails with how to install chromium when it is absent, unless
-GPUCLUSTER_SKIP_BROWSER=1 is set (a skip that -ra reports; CI never sets it).
+colour and its other cells the OK colour, ``#hideok=1`` hides the healthy nodes (never a drained one, issue 44) and
+``#filter=`` keeps the matching ones, and a screenshot is a PNG. The test fails with how to install chromium when it
+is absent, unless GPUCLUSTER_SKIP_BROWSER=1 is set (a skip that -ra reports; CI never sets it).
 """
 
 import html.parser
@@ -90,6 +90,25 @@ def test_hide_ok_hides_the_healthy_nodes(page):
     assert (body["data-ready"], body["data-hideok"]) == ("1", "1") and console == []
     assert rows(dom) == {"gpu01": "0", "gpu02": "1", "gpu03": "0"}
     assert "1 node(s) shown" in dom
+
+
+@pytest.fixture(scope="module")
+def drained_page(tmp_path_factory):
+    """Issue 44: the three nodes and gpu04, healthy by its findings but drained by the health checks."""
+    nodes = fr.three_nodes()
+    nodes["gpu04"] = fr.record("gpu04", slurm_state="IDLE+DRAIN", slurm_reason="gpucluster-health: GPU-XID-ERROR gpu2")
+    path = tmp_path_factory.mktemp("fleet-drained") / "fleet.html"
+    path.write_text(_fleet_html.render(_fleet.build(nodes, created_at="2026-12-01T06:00:00Z")), encoding="utf-8")
+    return str(path)
+
+
+def test_hide_ok_never_hides_a_drained_node(drained_page):
+    dom, console = fleet_browser.dump_dom(drained_page, "filter=&hideok=1")
+    assert elements(dom, "body")[0]["data-ready"] == "1" and console == []
+    assert rows(dom) == {"gpu01": "0", "gpu02": "1", "gpu03": "0", "gpu04": "1"}
+    sections = {a["data-host"]: a.get("data-shown") for a in elements(dom, "div") if "data-host" in a}
+    assert sections == {"gpu02": "1", "gpu04": "1"}
+    assert "2 node(s) shown" in dom
 
 
 def test_the_filter_text_keeps_the_matching_nodes(page):

@@ -51,7 +51,8 @@ def test_the_odd_node_drifts_from_the_group_majority(key, value, code):
     row = report["drift"]["gpu_h100"]["keys"][key]
     assert row["majority"] == majority and row["drifted"] == ["gpu02"]
     assert row["values"] == {majority: ["gpu01", "gpu03"], shown: ["gpu02"]}
-    assert report["summary"] == {"nodes": 3, "ok": 2, "warning": 1, "error": 0, "unknown": 0, "unreachable": 0}
+    assert report["summary"] == {"nodes": 3, "ok": 2, "drained": 0, "warning": 1, "error": 0, "unknown": 0,
+                                 "unreachable": 0}
 
 
 def test_the_pin_wins_over_the_majority():
@@ -130,7 +131,8 @@ def test_an_unreachable_node_is_unknown_never_ok():
     assert entry["status"] == "unknown" and entry["reachable"] is False
     assert [(f["code"], f["severity"]) for f in entry["findings"]] == [("FLEET-UNREACHABLE", "unknown")]
     assert "ssh: connection refused" in entry["findings"][0]["message"]
-    assert report["summary"] == {"nodes": 2, "ok": 1, "warning": 0, "error": 0, "unknown": 1, "unreachable": 1}
+    assert report["summary"] == {"nodes": 2, "ok": 1, "drained": 0, "warning": 0, "error": 0, "unknown": 1,
+                                 "unreachable": 1}
     assert report["drift"]["gpu_h100"]["nodes"] == ["gpu01"]
 
 
@@ -175,6 +177,113 @@ def test_slurm_out_of_service_says_whose(state, reason, severity, says):
 @pytest.mark.parametrize("state", ["IDLE", "ALLOCATED", "MIXED", "COMPLETING", "IDLE+CLOUD"])
 def test_slurm_in_service_is_no_finding(state):
     assert build({"gpu01": fr.record("gpu01", slurm_state=state)})["fleet_findings"] == []
+
+
+# ---- a node out of service is never OK; an erroring node in service is a finding (issue 44) ------------------------
+
+OWNERS_DRAIN = [("IDLE+DRAIN", "gpucluster-health: GPU-XID-ERROR gpu2"),
+                ("DRAINED", "gpucluster-maintenance: monthly deep checks failed: DCGM-DIAG-FAIL gpu2"),
+                ("IDLE+DRAIN", "gpucluster-drift: version drift from the pins: DRIVER"),
+                ("DRAINING", "gpucluster-nvlink: reset GPU 3"), ("IDLE+DRAIN", "gpucluster-upgrade: rolling upgrade"),
+                ("IDLE+DRAIN", "gpucluster-add-node: health check pending"), ("DOWN", "gpucluster-rack3: PDU swap")]
+
+
+@pytest.mark.parametrize("state,reason", OWNERS_DRAIN)
+def test_a_node_drained_by_our_own_owners_is_not_counted_ok(state, reason):
+    """Issue 44: "1 node OK" with 0 of 2 in service; the drained node's findings are all OK or info."""
+    nodes = {"gpu01": fr.record("gpu01", slurm_state=state, slurm_reason=reason),
+             "gpu02": fr.record("gpu02", slurm_state="IDLE")}
+    report = build(nodes)
+    drained = report["nodes"]["gpu01"]
+    assert drained["status"] == "drained" and drained["in_service"] is False
+    assert report["nodes"]["gpu02"]["status"] == "ok" and report["nodes"]["gpu02"]["in_service"] is True
+    assert report["summary"] == {"nodes": 2, "ok": 1, "drained": 1, "warning": 0, "error": 0, "unknown": 0,
+                                 "unreachable": 0}
+    assert report["service"] == {"in_service": 1, "out_of_service": 1, "no_slurm_state": 0}
+    assert _fleet.table(report) == ["gpu01 DRAINED FLEET-SLURM-DRAINED", "1 node OK, 1 of 2 in service"]
+
+
+def test_two_nodes_one_drained_by_the_health_checks_is_not_two_ok():
+    nodes = {"gpu01": fr.record("gpu01"),
+             "gpu02": fr.record("gpu02", slurm_state="DRAINED", slurm_reason="gpucluster-health: GPU-XID-ERROR")}
+    report = build(nodes)
+    assert report["summary"]["ok"] == 1 and report["summary"]["drained"] == 1
+    assert report["service"]["in_service"] == 1
+    assert _fleet.table(report)[-1] == "1 node OK, 1 of 2 in service"
+    assert "2 nodes OK" not in _fleet.table(report)
+
+
+def test_in_service_counts_say_which_nodes_slurm_does_not_know():
+    nodes = {"gpu01": fr.record("gpu01"), "gpu02": fr.record("gpu02"), "gpu03": fr.unreachable()}
+    nodes["gpu02"]["slurm"] = None
+    report = build(nodes)
+    assert [report["nodes"][h]["in_service"] for h in ("gpu01", "gpu02", "gpu03")] == [True, None, None]
+    assert report["nodes"]["gpu02"]["status"] == "ok"
+    assert report["service"] == {"in_service": 1, "out_of_service": 0, "no_slurm_state": 2}
+    assert _fleet.table(report)[-1] == "2 nodes OK, 1 of 3 in service, 2 with no Slurm state"
+
+
+def test_the_page_never_hides_a_drained_node_as_ok():
+    nodes = {"gpu01": fr.record("gpu01"),
+             "gpu02": fr.record("gpu02", slurm_state="IDLE+DRAIN", slurm_reason="gpucluster-health: GPU-XID-ERROR")}
+    page = _fleet_html.render(build(nodes))
+    row = re.search(r'<tr data-host="gpu02"[^>]*>', page).group(0)
+    assert 'data-status="drained"' in row and 'data-in-service="0"' in row
+    section = re.search(r'<div class="node" id="n-gpu02"[^>]*>', page).group(0)
+    assert 'data-status="drained"' in section
+    assert 'data-status="ok"' in re.search(r'<tr data-host="gpu01"[^>]*>', page).group(0)
+    # the script hides only what is OK and not out of service
+    assert "data-in-service') !== '0'" in page
+
+
+@pytest.mark.parametrize("state", ["IDLE", "ALLOCATED", "MIXED"])
+def test_an_erroring_node_still_in_service_is_a_finding_of_its_own(state):
+    nodes = {"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE, fr.finding("IB-PORT-DOWN", "error", "mlx5_0/1", "down",
+                                                                        check="infiniband")], slurm_state=state),
+             "gpu02": fr.record("gpu02")}
+    report = build(nodes)
+    assert fleet_codes(report) == [("gpu01", "FLEET-ERROR-IN-SERVICE", "error")]
+    item = report["fleet_findings"][0]
+    assert "GPU-ROW-REMAP-FAILURE" in item["message"] and "IB-PORT-DOWN" in item["message"]
+    assert state in item["message"] and "Slurm still schedules" in item["message"]
+    assert "health_sweep_drain=true" in item["action"] and "drain" in item["action"]
+    assert report["nodes"]["gpu01"]["status"] == "error" and report["nodes"]["gpu01"]["in_service"] is True
+    assert _fleet.table(report)[0] == "gpu01 ERROR FLEET-ERROR-IN-SERVICE GPU-ROW-REMAP-FAILURE IB-PORT-DOWN"
+
+
+@pytest.mark.parametrize("state,reason", [("IDLE+DRAIN", "gpucluster-health: GPU-ROW-REMAP-FAILURE gpu3"),
+                                          ("DRAINING", "bad DIMM"), ("DOWN*", "Not responding")])
+def test_an_erroring_node_out_of_service_has_no_in_service_finding(state, reason):
+    report = build({"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE], slurm_state=state, slurm_reason=reason)})
+    assert "FLEET-ERROR-IN-SERVICE" not in {c for _t, c, _s in fleet_codes(report)}
+
+
+def test_an_erroring_node_without_slurm_state_or_only_warnings_has_no_in_service_finding():
+    nodes = {"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE]),
+             "gpu02": fr.record("gpu02", [fr.finding("GPU-TEMP-HIGH", "warning", "gpu1", "hot")])}
+    nodes["gpu01"]["slurm"] = None
+    assert fleet_codes(build(nodes)) == []
+
+
+# ---- the pins as the config has them (issue 44) ---------------------------------------------------------------
+
+def test_the_drift_table_shows_the_gpu_count_and_model_pins():
+    nodes = {h: fr.record(h) for h in ("gpu01", "gpu02")}
+    report = build(nodes)
+    keys = report["drift"]["gpu_h100"]["keys"]
+    assert keys["gpu_count"]["pin"] == 8 and keys["gpu_model"]["pin"] == fr.MODEL
+    assert keys["driver_version"]["pin"] == "550"
+    drift = re.search(r'<table id="drift">.*?</table>', _fleet_html.render(report)).group(0)
+    assert re.search(r"<td>GPU count</td><td class=\"mono\">8</td>", drift), drift
+    assert re.search(r"<td>GPU model</td><td class=\"mono\">%s</td>" % re.escape(fr.MODEL), drift), drift
+
+
+def test_unpinned_gpu_count_and_model_show_no_pin_and_different_pins_show_each():
+    report = build({h: fr.record(h, expected=NO_PINS) for h in ("gpu01", "gpu02")})
+    keys = report["drift"]["gpu_h100"]["keys"]
+    assert keys["gpu_count"]["pin"] is None and keys["gpu_model"]["pin"] is None
+    nodes = {"gpu01": fr.record("gpu01"), "gpu02": fr.record("gpu02", expected=dict(fr.EXPECTED, gpu_count=4))}
+    assert build(nodes)["drift"]["gpu_h100"]["keys"]["gpu_count"]["pin"] == [4, 8]
 
 
 # ---- GPUs, RMA, table ------------------------------------------------------------------------------------------
@@ -229,8 +338,11 @@ def test_the_table_lists_nodes_not_ok_worst_first_then_the_ok_count():
     nodes = {"a": fr.record("a", [fr.finding("GPU-TEMP-HIGH", "warning", "gpu1", "hot")]),
              "b": fr.record("b", [fr.REMAP_FAILURE]), "c": fr.unreachable(), "d": fr.record("d"),
              "e": fr.record("e", slurm_state="DRAINED", slurm_reason="gpucluster-health: GPU-TEMP-HIGH")}
-    assert _fleet.table(build(nodes)) == ["b ERROR GPU-ROW-REMAP-FAILURE", "c UNKNOWN FLEET-UNREACHABLE",
-                                          "a WARNING GPU-TEMP-HIGH", "2 nodes OK"]
+    # e: drained by the health checks, nothing found now: not OK (issue 44); b: errors and still in service
+    assert _fleet.table(build(nodes)) == ["b ERROR FLEET-ERROR-IN-SERVICE GPU-ROW-REMAP-FAILURE",
+                                          "c UNKNOWN FLEET-UNREACHABLE", "a WARNING GPU-TEMP-HIGH",
+                                          "e DRAINED FLEET-SLURM-DRAINED",
+                                          "1 node OK, 3 of 5 in service, 1 with no Slurm state"]
 
 
 # ---- previous report and diff ----------------------------------------------------------------------------------
@@ -242,10 +354,11 @@ def test_diff_by_node_code_and_target():
                    "gpu02": fr.record("gpu02", [fr.REMAP_FAILURE])}, previous=json.loads(_fleet.to_json(before)),
                   previous_path="/r/1/fleet.json")
     diff = after["diff"]
-    assert diff["previous"] == "/r/1/fleet.json" and diff["counts"] == {"new": 1, "cleared": 1, "persisting": 1}
+    assert diff["previous"] == "/r/1/fleet.json" and diff["counts"] == {"new": 1, "cleared": 1, "persisting": 2}
     assert [(f["node"], f["target"]) for f in diff["new"]] == [("gpu01", "gpu2")]
     assert [(f["node"], f["target"]) for f in diff["cleared"]] == [("gpu01", "gpu1")]
-    assert [(f["node"], f["code"]) for f in diff["persisting"]] == [("gpu02", "GPU-ROW-REMAP-FAILURE")]
+    assert [(f["node"], f["code"]) for f in diff["persisting"]] == [("gpu02", "FLEET-ERROR-IN-SERVICE"),
+                                                                    ("gpu02", "GPU-ROW-REMAP-FAILURE")]
 
 
 def test_the_previous_report_is_the_newest_sibling_with_a_fleet_json(tmp_path):

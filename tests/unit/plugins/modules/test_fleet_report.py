@@ -28,8 +28,10 @@ def test_writes_json_html_and_csv_and_returns_the_summary(tmp_path):
     assert result["report_dir"] == where
     assert result["files"] == {"json": where + "/fleet.json", "html": where + "/fleet.html",
                                "rma_csv": where + "/rma.csv"}
-    assert result["summary"] == {"nodes": 3, "ok": 2, "warning": 0, "error": 1, "unknown": 0, "unreachable": 0}
-    assert result["table"] == ["gpu02 ERROR GPU-ROW-REMAP-FAILURE", "2 nodes OK"]
+    assert result["summary"] == {"nodes": 3, "ok": 2, "drained": 0, "warning": 0, "error": 1, "unknown": 0,
+                                 "unreachable": 0}
+    assert result["service"] == {"in_service": 2, "out_of_service": 1, "no_slurm_state": 0}
+    assert result["table"] == ["gpu02 ERROR GPU-ROW-REMAP-FAILURE FLEET-SLURM-DRAINED", "2 nodes OK, 2 of 3 in service"]
     assert [(r["node"], r["gpu_index"], r["code"]) for r in result["rma"]] == [("gpu02", 3, "GPU-ROW-REMAP-FAILURE")]
     assert result["rma"][0]["serial"] == fr.gpus("gpu02")[3]["serial"]
     assert [(f["code"], f["severity"], f["target"]) for f in result["fleet_findings"]] == [
@@ -54,6 +56,29 @@ def test_writes_json_html_and_csv_and_returns_the_summary(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and 'data-host="gpu02" data-status="error"' in page
 
 
+def test_a_drained_node_is_not_ok_and_an_erroring_node_in_service_is_a_finding(tmp_path):
+    """Issue 44: 2 nodes, 1 drained by the health checks and healthy now, the other in service with an error."""
+    nodes = {"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE]),
+             "gpu02": fr.record("gpu02", slurm_state="IDLE+DRAIN", slurm_reason="gpucluster-health: GPU-XID-ERROR")}
+    result = report(tmp_path, nodes, options={"level": "quick", "drain": True})
+    assert result["summary"] == {"nodes": 2, "ok": 0, "drained": 1, "warning": 0, "error": 1, "unknown": 0,
+                                 "unreachable": 0}
+    assert result["service"] == {"in_service": 1, "out_of_service": 1, "no_slurm_state": 0}
+    assert result["table"] == ["gpu01 ERROR FLEET-ERROR-IN-SERVICE GPU-ROW-REMAP-FAILURE",
+                               "gpu02 DRAINED FLEET-SLURM-DRAINED", "0 nodes OK, 1 of 2 in service"]
+    serving = [f for f in result["fleet_findings"] if f["code"] == "FLEET-ERROR-IN-SERVICE"]
+    assert [(f["target"], f["severity"]) for f in serving] == [("gpu01", "error")]
+    assert serving[0]["action"].startswith("this sweep drains it next (health_sweep_drain)")
+    with open(result["files"]["json"]) as handle:
+        document = json.load(handle)
+    assert document["nodes"]["gpu02"]["status"] == "drained" and document["nodes"]["gpu02"]["in_service"] is False
+    assert document["summary"] == result["summary"] and document["service"] == result["service"]
+    with open(result["files"]["html"]) as handle:
+        page = handle.read()
+    assert 'data-host="gpu02" data-status="drained" data-in-service="0"' in page
+    assert "in service 1 of 2" in page
+
+
 def test_the_newest_sibling_report_is_the_previous_one(tmp_path):
     report(tmp_path, fr.three_nodes(), name="20261130T170000Z")
     older = fr.three_nodes()
@@ -70,8 +95,9 @@ def test_the_newest_sibling_report_is_the_previous_one(tmp_path):
     assert sorted((f["node"], f["code"]) for f in diff["persisting"]) == [
         ("gpu02", "FLEET-SLURM-DRAINED"), ("gpu02", "GPU-ROW-REMAP-FAILURE")]
     assert result["summary"]["unknown"] == 1 and result["summary"]["unreachable"] == 1
-    assert result["table"] == ["gpu02 ERROR GPU-ROW-REMAP-FAILURE", "gpu03 UNKNOWN FLEET-UNREACHABLE",
-                               "1 node OK"]
+    assert result["table"] == ["gpu02 ERROR GPU-ROW-REMAP-FAILURE FLEET-SLURM-DRAINED",
+                               "gpu03 UNKNOWN FLEET-UNREACHABLE",
+                               "1 node OK, 1 of 3 in service, 1 with no Slurm state"]
 
 
 def test_previous_option_names_the_report_and_a_bad_one_is_a_note(tmp_path):
