@@ -8,10 +8,10 @@ import json
 import os
 
 import pytest
+from skip_policy import require_shared, shared_path
 
 from ansible_collections.gpucluster.ops.tests.gpusim import gpusim as gpusim_module
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 NOW = "2026-11-30T07:00:00Z"
 ENV = {"GPUSIM_NOW": NOW, "GPUSIM_HOSTNAME": "gpu-node-07"}
 
@@ -30,20 +30,15 @@ def fixture_env():
 
 @pytest.fixture(name="real_dir", scope="session")
 def fixture_real_dir():
-    """The real captures (skip when the shared folder is absent)."""
-    path = os.environ.get("GPUCLUSTER_REAL_FIXTURES") or os.path.join(ROOT, "..", "shared", "fixtures", "real")
-    if not os.path.isdir(path):
-        pytest.skip("real captures not found at %s" % path)
-    return path
+    """The real captures (absent: skip, or fail naming them under CI=true)."""
+    return require_shared(shared_path("GPUCLUSTER_REAL_FIXTURES", "fixtures", "real"), "the real captures")
 
 
 @pytest.fixture(name="read_real")
 def fixture_read_real(real_dir):
     """Read a real capture by its path under the real captures folder."""
     def read(relative):
-        path = os.path.join(real_dir, relative)
-        if not os.path.exists(path):
-            pytest.skip("real capture %s is absent" % relative)
+        path = require_shared(os.path.join(real_dir, relative), "a real capture")
         with open(path, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
     return read

@@ -9,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from skip_policy import require_shared
 
 pytestmark = pytest.mark.realdata
 
@@ -376,9 +377,8 @@ def test_ibstatus_matches_the_real_format(sim, env, profile, read_real):
 
 def test_sysfs_tree_has_the_real_files(sim, env, profile, real_dir):
     import os  # pylint: disable=import-outside-toplevel
-    top = os.path.join(real_dir, "infiniband", "gpud_sys-class-infiniband-h100", "mlx5_0")
-    if not os.path.isdir(top):
-        pytest.skip("sysfs capture absent")
+    top = require_shared(os.path.join(real_dir, "infiniband", "gpud_sys-class-infiniband-h100", "mlx5_0"),
+                         "the real sysfs capture")
     real = set(os.path.relpath(os.path.join(d, f), top) for d, _dirs, files in os.walk(top) for f in files)
     node = sim.build_node(profile(), env)
     mine = set(path[len("mlx5_0/"):] for path in sim.sysfs_files(node) if path.startswith("mlx5_0/"))

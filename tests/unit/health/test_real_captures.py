@@ -2,7 +2,8 @@
 bin/gpucluster-health --from-dir without a traceback; nvidia-smi captures give GPUs or land in unreadable/errors.
 
 Each capture is placed in a bundle under the file name the checker reads for its kind, and the real command line is
-run with plain python3 (no Ansible on the path). Skipped when the shared folder is absent."""
+run with plain python3 (no Ansible on the path). Skipped when the shared folder is absent; under CI=true that
+fails, naming it (tests/support/skip_policy.py)."""
 
 import json
 import os
@@ -11,9 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from skip_policy import needs_shared, shared_path
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-REAL = os.environ.get("GPUCLUSTER_REAL_FIXTURES") or os.path.join(ROOT, "..", "shared", "fixtures", "real")
+REAL = shared_path("GPUCLUSTER_REAL_FIXTURES", "fixtures", "real")
 PEER = os.path.join(os.path.dirname(REAL), "peer-azurehpc")
 CHECKER = os.path.join(ROOT, "bin", "gpucluster-health")
 CONFIG = {"expected": {"gpu_count": 8, "nvlinks_per_gpu": 12, "nvswitch": True, "ib_port_count": 8,
@@ -79,7 +81,7 @@ def _run(bundle, tmp_path):
 
 
 @pytest.mark.realdata
-@pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not found at %s" % REAL)
+@needs_shared(REAL, "the real captures")
 @pytest.mark.parametrize("rel,kind", _captures(), ids=[c[0] for c in _captures()])
 def test_capture_replays_without_traceback(tmp_path, rel, kind):
     source = os.path.normpath(os.path.join(REAL, rel))
@@ -104,7 +106,7 @@ def test_capture_replays_without_traceback(tmp_path, rel, kind):
 
 
 @pytest.mark.realdata
-@pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not found at %s" % REAL)
+@needs_shared(REAL, "the real captures")
 def test_every_capture_kind_is_covered():
     kinds = {kind for _rel, kind in _captures()}
     assert {"nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-query.csv", "nvlink-status.txt", "ibstat.txt",

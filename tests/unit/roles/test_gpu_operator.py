@@ -7,7 +7,8 @@ The real charts (../shared/data/gpu-operator/chart-v26.7.0 and chart-v26.3.3, wi
 node-feature-discovery subchart) are rendered with a real Helm engine, helm-python-sdk (Helm's Go SDK through
 libhelm_c, no helm binary; docs/kubernetes.md says why), once per chart for the module; the rendered ClusterPolicy is
 validated with jsonschema against the CRD's openAPIV3Schema as well as with the role's own structural check, and
-every core object with kubernetes-validate. Those tests skip, naming the path, when the data folder is absent.
+every core object with kubernetes-validate. Those tests skip, naming the path, when the data folder is absent (under
+CI=true they fail, naming it: tests/support/skip_policy.py).
 """
 
 import os
@@ -15,6 +16,7 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from skip_policy import require_shared, shared_path
 
 from ansible_collections.gpucluster.ops.plugins.filter.gpu_operator_schema_problems import (
     FilterModule as SchemaFilters, gpu_operator_schema_problems)
@@ -23,7 +25,7 @@ from ansible_collections.gpucluster.ops.plugins.filter.gpu_operator_values impor
 from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_operator as gpuop
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-DATA = os.environ.get("GPUCLUSTER_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data")
+DATA = shared_path("GPUCLUSTER_SHARED_DATA", "data")
 CHARTS = ["chart-v26.7.0", "chart-v26.3.3"]
 ROLE = os.path.join(ROOT, "roles", "gpu_operator")
 
@@ -44,10 +46,7 @@ def derive(settings=None, nodes=None, chart_values=None):
 
 
 def chart_dir(name):
-    path = os.path.join(DATA, "gpu-operator", name)
-    if not os.path.isdir(path):
-        pytest.skip("%s is absent (the released GPU Operator charts)" % path)
-    return path
+    return require_shared(os.path.join(DATA, "gpu-operator", name), "the released GPU Operator charts")
 
 
 def load(path):

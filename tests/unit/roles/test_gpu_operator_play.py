@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from render_step import ansible_env
+from skip_policy import require_shared, shared_path
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-DATA = os.environ.get("GPUCLUSTER_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data")
+DATA = shared_path("GPUCLUSTER_SHARED_DATA", "data")
 CHART = os.path.join(DATA, "gpu-operator", "chart-v26.7.0")
 STANDIN = os.path.join(ROOT, "tests", "unit", "roles", "standin")
 
@@ -65,8 +66,7 @@ def _chart_version():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    if not os.path.isdir(CHART):
-        pytest.skip("%s is absent (the released GPU Operator charts)" % CHART)
+    require_shared(CHART, "the released GPU Operator charts")
     pytest.importorskip("helm_python", reason="the helm stand-in renders with helm-python-sdk (requirements.txt)")
     pytest.importorskip("kubernetes", reason="the preflight checks the Python kubernetes client (requirements.txt)")
     tmp = tmp_path_factory.mktemp("gpuop")

@@ -4,11 +4,11 @@ import os
 import re
 
 import pytest
+from skip_policy import needs_shared, shared_path
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_render import NAME_RE, gpu_type
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-REAL = os.environ.get("GPUCLUSTER_REAL_FIXTURES", os.path.join(ROOT, "..", "shared", "fixtures", "real"))
+REAL = shared_path("GPUCLUSTER_REAL_FIXTURES", "fixtures", "real")
 PATTERNS = (re.compile(r"Product Name\s*:\s*(.+?)\s*$", re.M), re.compile(r"<product_name>\s*(.+?)\s*</product_name>"))
 EXPECTED = {"NVIDIA H100 80GB HBM3": "h100", "NVIDIA H200": "h200", "NVIDIA L40S": "l40s", "NVIDIA A100-SXM4-80GB": "a100",
             "NVIDIA A100-SXM4-40GB": "a100", "NVIDIA A10G": "a10g", "Tesla V100S-PCIE-32GB": "v100s", "Tesla T4": "t4"}
@@ -26,7 +26,7 @@ def _product_names():
 
 
 @pytest.mark.realdata
-@pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present (set GPUCLUSTER_REAL_FIXTURES)")
+@needs_shared(REAL, "the real captures (or set GPUCLUSTER_REAL_FIXTURES)")
 def test_every_real_product_name_gets_a_type_autodetect_can_match():
     names = _product_names()
     assert len(names) >= 10

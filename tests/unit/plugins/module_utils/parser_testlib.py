@@ -6,7 +6,8 @@
 - ``fixture(area, name)``, ``fixture_names(area)``, ``samples(area)``: our own captures under
   tests/unit/fixtures/<area>/.
 - ``REAL``/``PEER`` and ``realdata``: the public captures in ../shared/fixtures (``GPUCLUSTER_REAL_FIXTURES``), read
-  in place and never copied; tests marked ``realdata`` skip when the folder is absent. ``real_files``,
+  in place and never copied; tests marked ``realdata`` skip when the folder is absent, and fail naming it under
+  CI=true (tests/support/skip_policy.py). ``real_files``,
   ``peer_files``, ``files_in`` list them, ``real_text`` reads one, ``capture_sections`` splits a multi-command capture.
 - ``garbage()``, ``truncated(samples)``, ``damaged_samples(samples)``: hypothesis strategies for the "never raises"
   property (test_parsers_never_raise.py).
@@ -19,14 +20,15 @@ import re
 
 import pytest
 from hypothesis import strategies as st
+from skip_policy import needs_shared, shared_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "unit", "fixtures")
-REAL = os.environ.get("GPUCLUSTER_REAL_FIXTURES") or os.path.join(REPO, "..", "shared", "fixtures", "real")
+REAL = shared_path("GPUCLUSTER_REAL_FIXTURES", "fixtures", "real")
 PEER = os.path.join(os.path.dirname(os.path.abspath(REAL)), "peer-azurehpc")
 
-_WITHOUT_REAL = pytest.mark.skipif(not os.path.isdir(REAL), reason="real captures not present at %s" % REAL)
+_NEEDS_REAL = needs_shared(REAL, "the real captures")
 
 _SECTION_RE = re.compile(r"^#{20,}\n# (?P<title>[^\n]*)\n(?P<commands>(?:# \$ [^\n]*\n)*)#{20,}\n", re.MULTILINE)
 
@@ -48,8 +50,9 @@ def fixture_names(area):
 
 
 def realdata(test):
-    """Marks a test ``realdata`` (``-m "not realdata"`` leaves it out) and skips it when the real captures are absent."""
-    return pytest.mark.realdata(_WITHOUT_REAL(test))
+    """Marks a test ``realdata`` (``-m "not realdata"`` leaves it out) and ``needs_shared`` the real captures: absent,
+    it skips, or fails naming them under CI=true."""
+    return pytest.mark.realdata(_NEEDS_REAL(test))
 
 
 def samples(area, *prefixes):

@@ -10,14 +10,15 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from skip_policy import needs_shared, shared_path
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._dcgm_counters import check_counters, format_problem
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 CHECKER = os.path.join(REPO, "bin", "dcgm-counters-check")
-UPSTREAM = os.environ.get("GPUCLUSTER_DCGM_EXPORTER_DATA") or os.path.join(REPO, "..", "shared", "data", "dcgm-exporter")
-upstream = pytest.mark.skipif(not os.path.isdir(UPSTREAM), reason="upstream counters lists not present at %s" % UPSTREAM)
+UPSTREAM = shared_path("GPUCLUSTER_DCGM_EXPORTER_DATA", "data", "dcgm-exporter")
+upstream = needs_shared(UPSTREAM, "dcgm-exporter's upstream counters lists")
 
 GOOD = """# Format
 # DCGM FIELD, Prometheus metric type, help message
