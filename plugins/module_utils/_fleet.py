@@ -66,14 +66,17 @@ OWNER_LABELS = {"health": "the health checks", "maintenance": "the monthly maint
                 "drift": "the weekly maintenance (version drift)", "nvlink": "the NVLink remediation",
                 "upgrade": "the rolling upgrade",
                 "add-node": "the add-node playbook's health check"}
+# Every drain of ours comes back the same way: playbooks/resume.yml checks the node again and resumes it once its
+# check passes (docs/drain.md#the-way-back); what to do first depends on the owner.
+RESUME = "ansible-playbook -i INVENTORY playbooks/resume.yml --limit %s"
 OWNER_ACTIONS = {
-    "health": "the health sweep (health_sweep_drain) resumes it once it checks healthy",
-    "maintenance": "repair it, then rerun the monthly maintenance on it: it resumes the nodes that pass",
-    "drift": "bring its versions to the pins: the weekly maintenance (maintenance_drain_on_drift) resumes it then",
-    "nvlink": "do the next action of its reason; then rerun the NVLink remediation on it: it resumes it once it recovers",
-    "upgrade": "fix or roll back (rolling_upgrade.yml with the previous versions, --limit to it): it resumes it once "
-               "healthy",
-    "add-node": "repair it, then run add_node.yml on it again: it resumes it once its health check passes",
+    "health": "repair what its codes name, then run " + RESUME,
+    "maintenance": "repair what the deep checks found, then run " + RESUME,
+    "drift": "bring its versions to the pins, then run " + RESUME,
+    "nvlink": "do the next action of its reason (reboot, then the RMA it names), then run " + RESUME,
+    "upgrade": "fix it or roll it back (rolling_upgrade.yml with the previous versions, --limit to it), then run "
+               + RESUME,
+    "add-node": "repair it, then run " + RESUME,
 }
 _GPU_TARGET = re.compile(r"\bgpu(\d+)\b")
 
@@ -229,7 +232,7 @@ def _slurm_finding(host, slurm):
         return _finding(host, "FLEET-SLURM-DRAINED", "info",
                         "Slurm node %s is %s by %s: %s" % (
                             name, state, OWNER_LABELS.get(owner, "gpucluster.ops (owner %s)" % owner), reason),
-                        OWNER_ACTIONS.get(owner, "the playbook that drained it (owner %s) resumes it" % owner))
+                        OWNER_ACTIONS.get(owner, "repair it, then run " + RESUME) % host)
     return _finding(host, "FLEET-SLURM-DRAINED", "warning",
                     "Slurm node %s is %s for a reason that is not gpucluster.ops': %s" % (
                         name, state, reason or "(no reason given)"),

@@ -174,6 +174,17 @@ def test_slurm_out_of_service_says_whose(state, reason, severity, says):
     assert says in report["fleet_findings"][0]["message"] and state in report["fleet_findings"][0]["message"]
 
 
+@pytest.mark.parametrize("reason", [r for _s, r in [
+    ("", "gpucluster-nvlink: the faults stayed after the restart: reboot the node; if it persists, RMA GPU 5"),
+    ("", "gpucluster-health: GPU-XID-79 gpu3"), ("", "gpucluster-upgrade: rolling upgrade"),
+    ("", "gpucluster-rack3: PDU swap")]])
+def test_the_way_back_for_a_drain_of_ours_is_the_resume_playbook(reason):
+    """Issue 44: the suggested action for a node NVLink left drained was a rerun that said 'nothing to remediate'."""
+    report = build({"gpu07": fr.record("gpu07", slurm_state="IDLE+DRAIN", slurm_reason=reason)})
+    action = report["fleet_findings"][0]["action"]
+    assert action.endswith("ansible-playbook -i INVENTORY playbooks/resume.yml --limit gpu07"), action
+
+
 @pytest.mark.parametrize("state", ["IDLE", "ALLOCATED", "MIXED", "COMPLETING", "IDLE+CLOUD"])
 def test_slurm_in_service_is_no_finding(state):
     assert build({"gpu01": fr.record("gpu01", slurm_state=state)})["fleet_findings"] == []
