@@ -176,8 +176,10 @@ def test_the_lock_lets_one_run_of_two_at_once_and_the_journal_holds_both(ctl, ap
     ran = [s for s in services if statuses[s] == "0"][0]
     refused = [s for s in services if s != ran][0]
     ran_job, refused_job = (s[len("gpucluster-maint-"):-len(".service")] for s in (ran, refused))
-    expected = {"weekly": "-i %s -e @%s/weekly.json gpucluster.ops.maintenance_weekly" % (INVENTORY, CONFIG),
-                "monthly": "-i %s --check %s" % (INVENTORY, MONTHLY)}[ran_job]
+    # each job's reports in its own directory (health_sweep_report_root), then its variables and playbook
+    reports = "-e health_sweep_report_root=/var/lib/gpucluster-maintenance/%s/reports" % ran_job
+    expected = {"weekly": "-i %s %s -e @%s/weekly.json gpucluster.ops.maintenance_weekly" % (INVENTORY, reports, CONFIG),
+                "monthly": "-i %s %s --check %s" % (INVENTORY, reports, MONTHLY)}[ran_job]
     assert runs[0].split(" ", 1)[1] == expected, runs
 
     def journal(job):
