@@ -73,6 +73,7 @@ build() {
     command -v debootstrap >/dev/null || die "debootstrap is missing (run scripts/ensure-docker.sh as root)"
     mkdir -p "$cache"
     tmp=$(mktemp -d "$cache/.build-$version.XXXXXX")
+    chmod 0755 "$tmp"          # the chroot's /: every user of its commands must pass it (mktemp makes it 0700)
     # shellcheck disable=SC2064  # expand now
     trap "rm -rf '$tmp' '$tmp.log'" EXIT
     echo "controller: debootstrap $suite for ansible-core $version into $tmp"
