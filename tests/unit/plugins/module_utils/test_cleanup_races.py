@@ -227,7 +227,9 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
         precious = [write(os.path.join(outside, name), size=100) for name in (LIBC, "libm.so.6")]
         for path in (root, outside):
             os.chmod(path, 0o755)
-        seconds = 3.0
+        # long enough for several cleanups on a loaded machine: make test runs the unit tests in a low-weight CPU
+        # group beside the scenarios (7 runs in 2.5 s there once)
+        seconds = 5.0
         reading, report = os.pipe()
         child = os.fork()
         if child == 0:
@@ -264,7 +266,7 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
         swaps = int(said)
         assert escaped == [] and all(os.path.exists(path) for path in precious)
         # The race was run: the attacker swapped, the cleanup ran and took the attacker's own old files.
-        assert swaps > 1000 and runs > 10 and taken > 0, (swaps, runs, taken)
+        assert swaps > 1000 and runs >= 5 and taken > 0, (swaps, runs, taken)
     finally:
         if child:
             try:
