@@ -35,7 +35,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SpecError, parse_duration
@@ -270,8 +269,8 @@ def check_rule(rule, index, roots, names):
 
 def check_rules(rules, roots=None):
     """``(rules, roots)`` checked; raises SpecError naming the first bad ``rules[i].key`` or ``allowed_roots``."""
-    opted = isinstance(rules, (list, tuple)) and any(isinstance(r, dict) and r.get("allow_system_tree") is True
-                                                      for r in rules)
+    opted = isinstance(rules, (list, tuple)) and any(
+        isinstance(r, dict) and r.get("allow_system_tree") is True for r in rules)
     roots = check_roots(roots, system_trees=opted)
     if isinstance(rules, dict) or not isinstance(rules, (list, tuple)) or not rules:
         raise SpecError("rules is %r: give a non-empty list of rules" % (rules,))
@@ -433,8 +432,7 @@ def _walk_files(dir_fd, top, dev, report):
                 report.error("cannot open %s: %s" % (path, _why(exc)))
             continue
         try:
-            for found in _walk_files(fd, path, dev, report):
-                yield found
+            yield from _walk_files(fd, path, dev, report)
         finally:
             os.close(fd)
 

@@ -242,8 +242,8 @@ def render(report):
     counts += '<span id="in-service">in service %d of %d%s</span>' % (
         service.get("in_service", 0), summary["nodes"],
         (", %d with no Slurm state" % service["no_slurm_state"]) if service.get("no_slurm_state") else "")
-    legend = "".join("<span>%s</span>" % _badge(s) for s in ("ok", "info", _fleet.DRAINED, "warning", "unknown",
-                                                            "error"))
+    legend = "".join("<span>%s</span>" % _badge(s)
+                     for s in ("ok", "info", _fleet.DRAINED, "warning", "unknown", "error"))
     return """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Fleet health %(created)s</title><style>%(css)s</style></head>

@@ -74,8 +74,8 @@ def decide(result, node_name, nodes, max_drained_share=0.1):
         return "none", "drained or down by someone else (%s): not touching it" % (me["reason"] or me["state"])
     allowed, out, total = _slurm_nodes.breaker_allows(nodes, max_drained_share)
     if not allowed:
-        return "refuse", "%s (%s)" % (_slurm_nodes.breaker_refusal(node_name, out, total, max_drained_share,
-                                                                    BREAKER_VARIABLE), reason)
+        refusal = _slurm_nodes.breaker_refusal(node_name, out, total, max_drained_share, BREAKER_VARIABLE)
+        return "refuse", "%s (%s)" % (refusal, reason)
     return "drain", reason
 
 

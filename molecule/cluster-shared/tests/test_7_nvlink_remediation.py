@@ -127,8 +127,8 @@ def test_a_persistent_fault_and_a_version_mismatch_stay_drained_with_the_next_ac
     assert (report_dir / "fleet.json").is_file()
 
 
-def test_resume_brings_back_the_nodes_remediation_left_drained_once_their_faults_are_cleared(scenario, ctl, nodes,
-                                                                                            tmp_path):
+def test_resume_brings_back_the_nodes_remediation_left_drained_once_their_faults_are_cleared(
+        scenario, ctl, nodes, tmp_path):
     """Issue 44: a node NVLink remediation left drained could never be resumed by a playbook. After the repair (the
     faults cleared), playbooks/resume.yml checks the nodes again and resumes both, each by its owner's marker."""
     a100, h100 = nodes

@@ -5,7 +5,6 @@ fake docker/podman/ctr programs on PATH. The races (a directory swapped for a sy
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys

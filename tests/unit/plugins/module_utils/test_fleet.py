@@ -249,8 +249,8 @@ def test_the_page_never_hides_a_drained_node_as_ok():
 
 @pytest.mark.parametrize("state", ["IDLE", "ALLOCATED", "MIXED"])
 def test_an_erroring_node_still_in_service_is_a_finding_of_its_own(state):
-    nodes = {"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE, fr.finding("IB-PORT-DOWN", "error", "mlx5_0/1", "down",
-                                                                        check="infiniband")], slurm_state=state),
+    ib_down = fr.finding("IB-PORT-DOWN", "error", "mlx5_0/1", "down", check="infiniband")
+    nodes = {"gpu01": fr.record("gpu01", [fr.REMAP_FAILURE, ib_down], slurm_state=state),
              "gpu02": fr.record("gpu02")}
     report = build(nodes)
     assert fleet_codes(report) == [("gpu01", "FLEET-ERROR-IN-SERVICE", "error")]
