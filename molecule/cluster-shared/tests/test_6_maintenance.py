@@ -111,7 +111,7 @@ def test_weekly_reports_and_drains_the_drift_and_cleans_only_what_the_policy_nam
     assert states(ctl, scenario) == slurm_before
     assert [host.check_output(LISTING) for host in hosts] == before
     assert not report_dir.exists()
-    assert "job-scratch | 2 | " in out, out
+    assert "rule job-scratch: removed 2 entries, " in " ".join(out.split()), out
     assert a100 in out.split("Show the drift and what was done about it")[1].split("drained:")[1].split("not_ours")[0]
 
     rc, out, report_dir = run(scenario, tmp_path, WEEKLY, "weekly", weekly)

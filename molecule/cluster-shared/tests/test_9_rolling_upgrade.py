@@ -84,8 +84,8 @@ def test_a_run_that_would_upgrade_no_node_fails_saying_why(scenario, ctl, nodes,
 def test_rolling_upgrade_waits_for_the_job_upgrades_and_stops_at_the_failed_batch(scenario, ctl, nodes, tmp_path):
     canary, second, third = nodes
     assert _reported(scenario, canary) == OLD
-    # the canary runs a job the drain must wait for
-    job = ctl.check_output("sbatch --parsable --nodelist=%s --gres=gpu:1 --time=2 -o /dev/null --wrap 'sleep 20'"
+    # the canary runs a job the drain must wait for (long enough to outlast the preflight and one poll of the wait)
+    job = ctl.check_output("sbatch --parsable --nodelist=%s --gres=gpu:1 --time=2 -o /dev/null --wrap 'sleep 40'"
                            % canary).split(";")[0]
     deadline = time.monotonic() + 60
     while ctl.check_output("squeue -h -j %s -o %%T" % job) != "RUNNING" and time.monotonic() < deadline:
@@ -100,6 +100,11 @@ def test_rolling_upgrade_waits_for_the_job_upgrades_and_stops_at_the_failed_batc
     summary = report["nodes"]
     assert report["stopped_after_batch"] in (2, "2")
     assert {h: summary[h]["outcome"] for h in nodes} == {canary: "done", second: "failed", third: "untouched"}
+    # the wait for the canary's job printed progress (an async poll: every 15 s at this 5m deadline, every minute
+    # from 20m on), and the summary's columns are labelled
+    flat = " ".join(out.replace("''", "'").split())
+    assert "ASYNC POLL on" in out, out
+    assert "%s: batch 1, outcome done, before {" % canary in flat, out
 
     # the job ran to its end, and the canary's packages changed only after it
     assert ctl.check_output("sacct -n -X -P -j %s -o State" % job) == "COMPLETED"
