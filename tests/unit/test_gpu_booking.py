@@ -164,6 +164,14 @@ def test_the_helper_takes_no_other_form(env, args):
 
 
 def test_submit_runs_the_job_in_the_reservation(env):
+    # issue 45: a reservation Slurm does not have is refused, also with --dry-run
+    rc, out, _calls = gpu_job(env, "submit", "--name", "x", "--gpus", "8", "--image", "pytorch:2.4", "--command",
+                              "true", "--reservation", "book-training-me-1", "--dry-run")
+    assert rc == 2 and "Slurm has no such reservation" in out, out
+    with open(env["FAKE_SHOWN"], "w") as shown:
+        shown.write("ReservationName=book-training-me-1 StartTime=%s:00 EndTime=%s:00 Duration=01:00:00 Nodes=dgx01 "
+                    "NodeCnt=1 PartitionName=a100 Flags= Users=(null) Accounts=training State=INACTIVE\n"
+                    % (at(LATER), at(LATER + datetime.timedelta(hours=1))))
     rc, out, _calls = gpu_job(env, "submit", "--name", "x", "--gpus", "8", "--image", "pytorch:2.4", "--command",
                               "true", "--reservation", "book-training-me-1", "--dry-run")
     assert rc == 0 and "\n#SBATCH --reservation=book-training-me-1\n" in out, out

@@ -262,6 +262,8 @@ def test_queue_says_why_in_plain_words(env):
 def test_status_cancel_and_logs(env):
     rc, out, _err, calls = _run(dict(env, FAKE_SQUEUE=os.path.join(FIXTURES, "squeue_mine.txt")), "status")
     assert rc == 0 and calls[0]["argv"][:4] == ["squeue", "-h", "-u", USER]
+    assert calls[1]["argv"][:7] == ["sacct", "-n", "-P", "-X", "-u", USER, "-S"]
+    assert out.splitlines()[-1] == "none of your jobs ended in the last 24 hours"
     assert out.splitlines()[1].endswith("PENDING  elapsed 0:00 of 4:00:00  2 node(s)  gres/gpu:a100:8  a100  "
                                         "(your team's GPU limit is in use: it starts when the team's other jobs "
                                         "free GPUs)")
@@ -270,17 +272,18 @@ def test_status_cancel_and_logs(env):
     assert err == "gpu-job: job 4242: Slurm knows no such job\n"
     sacct = os.path.join(env["tmp"], "sacct.out")
     with open(sacct, "w") as handle:
-        handle.write("4242|my-training|COMPLETED|01:00:03|0:0\n")
+        handle.write("4242|my-training|COMPLETED|01:00:03|0:0|dgx01|2026-12-05T10:00:00\n")
     gone = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Invalid job id specified", FAKE_SACCT=sacct)
     rc, out, err, calls = _run(gone, "status", "4242")
-    assert (rc, out) == (0, "4242  my-training  COMPLETED  elapsed 01:00:03  exit 0:0\n"), err
-    assert calls[1]["argv"] == ["sacct", "-n", "-P", "-X", "-j", "4242", "-o", "JobID,JobName,State,Elapsed,ExitCode"]
+    assert (rc, out.splitlines()[0]) == (0, "4242  my-training  COMPLETED  elapsed 01:00:03  exit 0:0"), err
+    assert out.splitlines()[1] == ("  log %s/logs/4242.out on dgx01 (the log directory is not shared with this login "
+                                   "node)" % env["tmp"])
+    assert calls[1]["argv"] == ["sacct", "-n", "-P", "-X", "-j", "4242", "-o",
+                                "JobID,JobName,State,Elapsed,ExitCode,NodeList,End"]
     down = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Unable to contact slurm controller")
     rc, out, err, calls = _run(down, "status", "4242")
     assert (rc, out, len(calls)) == (1, "", 1)
     assert err.startswith("gpu-job: squeue -h -j failed (rc 1): squeue: error: slurm_load_jobs error: Unable to")
-    rc, out, _err, calls = _run(env, "cancel", "4242")
-    assert (rc, out, [c["argv"] for c in calls]) == (0, "cancelled job 4242\n", [["scancel", "4242"]])
     for bad in (["cancel", "42;reboot"], ["logs", "../x"], ["status", "-1"]):
         rc, out, err, calls = _run(env, *bad)
         assert (rc, calls, len(err.splitlines())) == (2, [], 1), bad
@@ -292,4 +295,103 @@ def test_status_cancel_and_logs(env):
     rc, out, _err, calls = _run(env, "logs", "-f", "4242")        # the job is no longer queued: follow ends
     assert (rc, out, [c["argv"][0] for c in calls]) == (0, "epoch 1\n", ["squeue"])
     rc, _out, err, _calls = _run(env, "logs", "4243")
-    assert rc == 2 and err.startswith("gpu-job: job 4243: no log at ")
+    assert rc == 2 and err.startswith("gpu-job: job 4243: Slurm knows no such job, and there is no log at ")
+
+
+def _answer(env, name, text):
+    """A file the fake Slurm program ``name`` prints."""
+    path = os.path.join(env["tmp"], "%s-%d.out" % (name, abs(hash(text))))
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
+RUNNING = "4242|my-training|RUNNING|1:00|4:00:00|1|gres/gpu:a100:2|a100|training|None\n"
+
+
+def test_cancel_tells_a_cancelled_job_from_an_ended_and_an_unknown_one(env):
+    # a queued job: cancelled, exit 0, saying what it was
+    rc, out, err, calls = _run(dict(env, FAKE_SQUEUE=_answer(env, "squeue", RUNNING)), "cancel", "4242")
+    assert (rc, out, err) == (0, "cancelled job 4242 (it was RUNNING)\n", "")
+    assert [c["argv"][0] for c in calls] == ["squeue", "scancel"] and calls[1]["argv"] == ["scancel", "4242"]
+    # one that already ended (here: cancelled before): nothing to cancel, exit 1, no scancel
+    ended = _answer(env, "sacct", "4242|my-training|CANCELLED by 1000|00:01:00|0:15|dgx01|2026-12-05T10:00:00\n")
+    rc, out, err, calls = _run(dict(env, FAKE_SACCT=ended), "cancel", "4242")
+    assert (rc, out) == (1, "")
+    assert err == "gpu-job: job 4242 had already ended (CANCELLED); nothing was cancelled\n"
+    assert [c["argv"][0] for c in calls] == ["squeue", "sacct"]
+    # one Slurm does not know (never existed, or another user's under PrivateData): exit 2, no scancel
+    rc, out, err, calls = _run(env, "cancel", "999")
+    assert (rc, out) == (2, "")
+    assert err == "gpu-job: job 999: Slurm knows no such job; nothing was cancelled\n"
+    assert [c["argv"][0] for c in calls] == ["squeue", "sacct"]
+    # a job that is already completing is not cancelled again
+    completing = _answer(env, "squeue", RUNNING.replace("RUNNING", "COMPLETING"))
+    rc, _out, err, calls = _run(dict(env, FAKE_SQUEUE=completing), "cancel", "4242")
+    assert rc == 1 and "already ending (COMPLETING)" in err and "scancel" not in [c["argv"][0] for c in calls]
+
+
+def test_logs_says_where_the_log_is_when_this_node_has_none(env):
+    path = "%s/logs/4242.out" % env["tmp"]
+    pending = dict(env, FAKE_SQUEUE=_answer(env, "squeue", "PENDING|\n"))
+    rc, _out, err, calls = _run(pending, "logs", "4242")
+    assert (rc, err) == (2, "gpu-job: job 4242 has not started yet; its log will be %s\n" % path)
+    assert calls[0]["argv"] == ["squeue", "-h", "-j", "4242", "-o", "%T|%N"]
+    running = dict(env, FAKE_SQUEUE=_answer(env, "squeue", "RUNNING|dgx02\n"))
+    rc, _out, err, _calls = _run(running, "logs", "4242")
+    assert rc == 2 and err == ("gpu-job: job 4242 is RUNNING on dgx02; its log is %s on that node (the log directory "
+                               "is not shared with this login node)\n" % path)
+    ended = _answer(env, "sacct", "4242|my-training|FAILED|00:10:00|1:0|dgx03|2026-12-05T10:00:00\n")
+    rc, _out, err, _calls = _run(dict(env, FAKE_SACCT=ended), "logs", "4242")
+    assert rc == 2 and err == ("gpu-job: job 4242 failed (FAILED); log %s on dgx03 (the log directory is not shared "
+                               "with this login node)\n" % path)
+    rc, _out, err, _calls = _run(env, "logs", "4242")
+    assert rc == 2 and err == "gpu-job: job 4242: Slurm knows no such job, and there is no log at %s\n" % path
+    down = dict(env, FAKE_SQUEUE="rc=1:slurm_load_jobs error: Unable to contact slurm controller")
+    rc, _out, err, _calls = _run(down, "logs", "4242")
+    assert rc == 1 and err.startswith("gpu-job: job 4242: no log at %s, and Slurm could not say where" % path)
+
+
+def test_status_lists_the_jobs_that_ended_with_how_and_where_their_log_is(env):
+    os.makedirs(os.path.join(env["tmp"], "logs"))
+    with open(os.path.join(env["tmp"], "logs", "4240.out"), "w") as handle:
+        handle.write("done\n")
+    ended = _answer(env, "sacct", "4240|prep|COMPLETED|00:01:00|0:0|dgx01|2026-12-05T09:00:00\n"
+                                  "4241|train|FAILED|00:10:00|3:0|dgx02|2026-12-05T10:00:00\n"
+                                  "4242|sweep|RUNNING|00:05:00|0:0|dgx03|Unknown\n"
+                                  "4243|big|OUT_OF_MEMORY|00:02:00|0:125|dgx04|2026-12-05T10:05:00\n")
+    rc, out, _err, calls = _run(dict(env, FAKE_SACCT=ended), "status")
+    assert rc == 0
+    since = calls[1]["argv"][calls[1]["argv"].index("-S") + 1]
+    assert calls[1]["argv"][-4:] == ["-E", "now", "-o", "JobID,JobName,State,Elapsed,ExitCode,NodeList,End"], calls
+    assert len(since) == 19 and since[10] == "T", since
+    logs = "%s/logs" % env["tmp"]
+    assert out.splitlines() == [
+        "no jobs of yours in the queue",
+        "ended in the last 24 hours (newest last):",
+        "4240  prep  COMPLETED  completed, ended 2026-12-05T09:00:00, elapsed 00:01:00  log %s/4240.out" % logs,
+        "4241  train  FAILED  failed (exit code 3), ended 2026-12-05T10:00:00, elapsed 00:10:00  log %s/4241.out on "
+        "dgx02 (the log directory is not shared with this login node)" % logs,
+        "4243  big  OUT_OF_MEMORY  ran out of memory, ended 2026-12-05T10:05:00, elapsed 00:02:00  log %s/4243.out on "
+        "dgx04 (the log directory is not shared with this login node)" % logs]
+
+
+RESERVATION = ("ReservationName=book-training-alice-1 StartTime=2026-12-05T09:00:00 EndTime=2026-12-05T11:00:00 "
+               "Duration=02:00:00 Nodes=dgx01 NodeCnt=1 CoreCnt=128 Features=(null) PartitionName=(null) Flags= "
+               "TRES=cpu=128 Users=(null) Groups=(null) Accounts=training Licenses=(null) State=ACTIVE "
+               "BurstBuffer=(null) MaxStartDelay=(null)\n")
+
+
+def test_a_reservation_slurm_does_not_have_is_refused_before_the_dry_run(env):
+    missing = dict(env, FAKE_SCONTROL="rc=1:Reservation nope not found")
+    rc, out, err, calls = _run(missing, *(SUBMIT + ["--gpus", "2", "--reservation", "nope", "--dry-run"]))
+    assert (rc, out) == (2, "")
+    assert err == ("gpu-job: --reservation is 'nope': Slurm has no such reservation (gpu-job reservations lists "
+                   "them)\n")
+    assert [c["argv"] for c in calls] == [["scontrol", "show", "reservation", "nope", "-o"]]
+    there = dict(env, FAKE_SCONTROL=_answer(env, "scontrol", RESERVATION))
+    rc, out, err, calls = _run(there, *(SUBMIT + ["--gpus", "2", "--reservation", "book-training-alice-1",
+                                                  "--dry-run"]))
+    assert rc == 0, err
+    assert "#SBATCH --reservation=book-training-alice-1\n" in out
+    assert [c["argv"][0] for c in calls] == ["scontrol"]

@@ -156,4 +156,14 @@ def test_queue_explains_a_job_held_by_its_teams_gpu_limit(nodes, ctl):
     assert own.rc == 0 and re.match(r"%s\s+first\s+RUNNING\s" % first, own.stdout), (own.stdout, own.stderr)
     cancelled = as_user(ctl, "bob", "gpu-job cancel %s && gpu-job cancel %s" % (second, first))
     assert cancelled.rc == 0, cancelled.stderr
-    assert cancelled.stdout.splitlines() == ["cancelled job %s" % second, "cancelled job %s" % first]
+    assert cancelled.stdout.splitlines() == ["cancelled job %s (it was PENDING)" % second,
+                                             "cancelled job %s (it was RUNNING)" % first]
+    # issue 45: a job that already ended is not "cancelled" again (exit 1), one Slurm does not know is exit 2
+    _wait("job %s accounted as cancelled" % second,
+          lambda: ((sacct(ctl, second, "State") + [""])[0].startswith("CANCELLED"), sacct(ctl, second, "State")),
+          timeout=60)
+    again = as_user(ctl, "bob", "gpu-job cancel %s" % second)
+    assert (again.rc, again.stdout) == (1, ""), (again.rc, again.stdout, again.stderr)
+    assert "job %s had already ended (CANCELLED); nothing was cancelled" % second in again.stderr, again.stderr
+    unknown = as_user(ctl, "bob", "gpu-job cancel 999999")
+    assert unknown.rc == 2 and "Slurm knows no such job; nothing was cancelled" in unknown.stderr, unknown.stderr
