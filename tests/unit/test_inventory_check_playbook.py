@@ -78,7 +78,22 @@ def _skip(value):
     return change
 
 
+def _expect_driver(version, **pins):
+    def change(data):
+        data.setdefault("health_check_expected", {})["driver_version"] = version
+        data.update(pins)
+    return change
+
+
 CASES = {
+    # issue 45: the lab pinned 550.127.05 while the archive's 550 had moved on, and the health check drained the
+    # node the site run had just installed; where the inventory says both, they must agree
+    "an expected driver the pinned driver version contradicts": (
+        "host_vars/lab-gpu02.yml", _expect_driver("550.127.05", nvidia_driver_version="550.163.01"),
+        ["lab-gpu02", "health_check_expected.driver_version", "550.127.05", "nvidia_driver_version", "550.163.01"]),
+    "an expected driver outside the driver branch the inventory installs": (
+        "host_vars/lab-gpu02.yml", _expect_driver("535.216.03"),
+        ["lab-gpu02", "health_check_expected.driver_version", "535.216.03", "nvidia_driver_branch", "550"]),
     "site.yml asked to leave out a role later plays need": (
         "host_vars/lab-gpu02.yml", _skip(["nccl", "slurm"]), ["lab-gpu02", "gpucluster_site_skip_roles", "slurm"]),
     "site.yml asked to leave out a role of a typo": (
@@ -112,3 +127,13 @@ def test_a_wrong_inventory_stops_the_run_naming_what_is_wrong(tmp_path, case):
     text = "\n".join(failed) + out[out.find("fatal:"):]
     for word in words:
         assert word in text, (word, out)
+
+
+def test_the_lab_pins_no_driver_version_the_archive_can_move():
+    """The lab installs what Debian's archive has in the branch (nvidia_driver_branch, no nvidia_driver_version): its
+    health check may expect the branch, never one version of it (issue 45: 550.127.05 drained the healthy node)."""
+    with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "gpu_nodes.yml")) as handle:
+        gpu_nodes = yaml.safe_load(handle)
+    assert not gpu_nodes.get("nvidia_driver_version")
+    expected = str(gpu_nodes.get("health_check_expected", {}).get("driver_version", ""))
+    assert expected in ("", str(gpu_nodes["nvidia_driver_branch"])), expected
