@@ -85,7 +85,7 @@ class ActionModule(ActionBase):
             gres = render.gres_lines_of(specs, hostvars, args.get("autodetect"))
         with _stage("slurm_partition_lines"):
             partition = render.partition_lines(args.get("partitions"), groups, hostvars,
-                                               dict((spec.host, spec.name) for spec in specs))
+                                               dict((spec.host, spec.name) for spec in specs), node)
         topology = []
         if args.get("fabric"):
             with _stage("slurm_topology_lines"):

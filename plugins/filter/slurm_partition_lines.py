@@ -15,7 +15,13 @@ description:
     Optional fields: C(default) (bool), C(max_time), C(default_time) (Slurm times), C(qos), C(allow_accounts),
     C(allow_qos) (lists), C(priority_tier) (int), C(oversubscribe) (EXCLUSIVE, NO, YES[:n], FORCE[:n]),
     C(preempt_mode) (OFF, CANCEL, GANG, REQUEUE, SUSPEND, comma-joined), C(state) (UP, DOWN, DRAIN, INACTIVE),
-    C(exclusive_nodes) (bool, not written) and C(extra) (other PartitionName keys of Slurm, as Key: value)."
+    C(exclusive_nodes) (bool, not written), C(def_mem_per_gpu) (MiB, an int) and C(extra) (other PartitionName keys
+    of Slurm, as Key: value)."
+  - "C(DefMemPerGPU): a job gets memory by the GPUs it asks for, not a whole node's (Slurm's default where no
+    C(--mem) is given, which leaves a node's other GPUs idle). A partition's C(def_mem_per_gpu) is written as given;
+    without it, and with O(node_lines), the partition gets the least C(RealMemory) per GPU of its nodes with GPUs (node
+    types differ); without GPU nodes, or where C(extra) sets a C(DefMemPerCPU), C(DefMemPerGPU) or C(DefMemPerNode)
+    of its own, none."
   - "Times are Slurm times with C(:) or C(-) (C(minutes:seconds), C(hours:minutes:seconds), C(days-hours),
     C(days-hours:minutes), C(days-hours:minutes:seconds)), written as given; units (C(30m), C(2h), C(1d), C(1h30m)),
     written as whole minutes; C(UNLIMITED) or C(INFINITE); or C(0). A bare number (C(30) or C(\"30\")) is refused:
@@ -24,7 +30,7 @@ description:
     inventory name up to the first dot, as in P(gpucluster.ops.slurm_node_lines#filter).
   - Fails, naming the partition and the value, on an undefined group, an empty node set, two default partitions,
     a node in two partitions that both have C(exclusive_nodes=true), a bad time, an unknown field or extra key.
-positional: groups, hostvars
+positional: groups, hostvars, node_lines
 options:
   _input:
     description: The C(slurm_partitions) list.
@@ -38,6 +44,11 @@ options:
   hostvars:
     description: The C(hostvars) of the play, to read C(slurm_node_name).
     type: dict
+  node_lines:
+    description: The C(NodeName) lines of the same cluster (P(gpucluster.ops.slurm_node_lines#filter)), for each
+      partition's C(DefMemPerGPU).
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
@@ -64,9 +75,9 @@ from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import
 
 
 @filter_errors(SlurmRenderError, "slurm_partition_lines")
-def slurm_partition_lines(partitions, groups, hostvars=None):
+def slurm_partition_lines(partitions, groups, hostvars=None, node_lines=None):
     """Return the PartitionName lines of ``partitions``."""
-    return partition_lines(partitions, groups, hostvars)
+    return partition_lines(partitions, groups, hostvars, node_lines=node_lines)
 
 
 class FilterModule(object):

@@ -624,7 +624,11 @@ PARTITION_FIELDS = (
     ("allow_accounts", "AllowAccounts"), ("allow_qos", "AllowQos"), ("priority_tier", "PriorityTier"),
     ("oversubscribe", "OverSubscribe"), ("preempt_mode", "PreemptMode"), ("state", "State"),
 )
-_PARTITION_KEYS = {"name", "groups", "nodes", "extra", "exclusive_nodes"} | {f for f, _k in PARTITION_FIELDS}
+_PARTITION_KEYS = ({"name", "groups", "nodes", "extra", "exclusive_nodes", "def_mem_per_gpu"}
+                   | {f for f, _k in PARTITION_FIELDS})
+# A partition's own default memory, where its extra keys set one: Slurm takes one DefMemPer* of a partition.
+_DEF_MEM_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
+_NODE_WORD = re.compile(r"(?:^| )(RealMemory|Gres)=(\S+)")
 _PREEMPT = ("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN", "PRIORITY")
 _STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
@@ -705,7 +709,39 @@ def _partition_extra(name, extra):
     return parts
 
 
-def _partition_line(part, groups, names_of):
+def memory_per_gpu(node_lines):
+    """{node name: RealMemory // GPUs} of the NodeName lines whose nodes have GPUs (their Gres gpu counts)."""
+    found = {}
+    for line in node_lines or []:
+        first = str(line).split(" ", 1)[0]
+        if not first.startswith("NodeName="):
+            continue
+        words = dict(_NODE_WORD.findall(str(line)))
+        gpus = 0
+        for entry in words.get("Gres", "").split(","):
+            parts = entry.split(":")
+            if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+                gpus += int(parts[-1])
+        if gpus and words.get("RealMemory", "").isdigit():
+            share = int(words["RealMemory"]) // gpus
+            for name in _hostlist.expand(first[len("NodeName="):]):
+                found[name] = share
+    return found
+
+
+def _def_mem_per_gpu(name, part, members, memory):
+    """The partition's DefMemPerGPU word: its def_mem_per_gpu, else the least RealMemory per GPU of its GPU nodes
+    (so that a job gets memory by the GPUs it asks for, never a whole node's for one GPU), else none (no GPU node,
+    or the partition's extra sets a DefMemPer* of its own)."""
+    if part.get("def_mem_per_gpu") is not None:
+        return "DefMemPerGPU=%d" % _int("(partition %s)" % name, "def_mem_per_gpu", part["def_mem_per_gpu"], 1)
+    if not memory or set(str(k).lower() for k in (part.get("extra") or {})) & set(_DEF_MEM_KEYS):
+        return None
+    shares = [memory[member] for member in members if member in memory]
+    return "DefMemPerGPU=%d" % min(shares) if shares else None
+
+
+def _partition_line(part, groups, names_of, memory=None):
     if not hasattr(part, "get") or not part.get("name"):
         raise SlurmRenderError("partition %r has no name" % (part,))
     name = str(part["name"])
@@ -719,17 +755,21 @@ def _partition_line(part, groups, names_of):
     for field, key in PARTITION_FIELDS:
         if part.get(field) is not None:
             words.append("%s=%s" % (key, _partition_value(name, field, part[field])))
+    def_mem = _def_mem_per_gpu(name, part, members, memory)
+    if def_mem:
+        words.append(def_mem)
     words.extend(_partition_extra(name, part.get("extra")))
     return " ".join(words), members
 
 
-def partition_lines(partitions, groups, hostvars=None, names=None):
+def partition_lines(partitions, groups, hostvars=None, names=None, node_lines=None):
     """PartitionName lines from the slurm_partitions list; node names from inventory groups or hostlists (``names``:
-    {inventory host: node name} already known, such as the node specs', read again from hostvars for no host)."""
-    return [line for line, _name, _members in partitions_of(partitions, groups, hostvars, names)]
+    {inventory host: node name} already known, such as the node specs', read again from hostvars for no host).
+    With ``node_lines`` (the NodeName lines), a partition with GPU nodes gets DefMemPerGPU (memory_per_gpu)."""
+    return [line for line, _name, _members in partitions_of(partitions, groups, hostvars, names, node_lines)]
 
 
-def partitions_of(partitions, groups, hostvars=None, names=None):
+def partitions_of(partitions, groups, hostvars=None, names=None, node_lines=None):
     """[(PartitionName line, partition name, [node names])] of the slurm_partitions list, checked as a whole."""
     if not isinstance(partitions, (list, tuple)):
         raise SlurmRenderError("slurm_partitions is %r, not a list" % (partitions,))
@@ -741,9 +781,10 @@ def partitions_of(partitions, groups, hostvars=None, names=None):
             return known
         return node_name(host, _hostvars_of(hostvars, host)) if hostvars is not None else str(host).split(".", 1)[0]
 
+    memory = memory_per_gpu(node_lines) if node_lines else None
     lines, seen, defaults, exclusive = [], set(), [], {}
     for part in partitions:
-        line, members = _partition_line(part, groups, names_of)
+        line, members = _partition_line(part, groups, names_of, memory)
         name = str(part["name"])
         if name in seen:
             raise SlurmRenderError("partition %s is defined twice" % name)

@@ -4,7 +4,7 @@ accounting, the health check slurmd runs; and the files and daemons behind it.""
 import json
 import re
 
-from conftest import expected_partitions, health_report, node_records
+from conftest import _wait, expected_partitions, health_report, node_records
 
 
 def _compute(scenario):
@@ -67,6 +67,35 @@ def test_partitions(scenario, ctl):
     assert "Default=YES" in dev and "MaxTime=01:00:00" in dev and "DefaultTime=00:10:00" in dev
     assert "MaxTime=2-00:00:00" in research and "PriorityTier=10" in research
     assert "Nodes=%s" % scenario.only("gpu_h100") in research
+
+
+def test_a_gpu_job_gets_memory_by_its_gpus_and_two_share_a_node(scenario, ctl):
+    """Issue 45: each partition's DefMemPerGPU is the least RealMemory per GPU of its nodes, so a 1-GPU job without
+    --mem gets its GPU's share of the node, not all of its memory; a second 1-GPU job runs beside it on the same
+    node (with Slurm's default the first took the node's memory and the second waited with the GPUs free)."""
+    records = node_records(ctl, _compute(scenario))
+    lines = {re.search(r"PartitionName=(\S+)", line).group(1): line
+             for line in ctl.check_output("scontrol show partition -o").splitlines()}
+    share = {}
+    for partition, line in lines.items():
+        names = ctl.check_output("scontrol show hostnames %s" % re.search(r" Nodes=(\S+)", line).group(1)).split()
+        share[partition] = min(int(records[n]["RealMemory"]) // int(records[n]["Gres"].rsplit(":", 1)[1])
+                               for n in names)
+        assert "JobDefaults=DefMemPerGPU=%d" % share[partition] in line, line
+    host = sorted(h for h in _compute(scenario) if "dev" in expected_partitions(scenario, h))[0]
+    jobs = [ctl.check_output("sbatch --parsable -p dev --nodelist=%s --gpus-per-node=1 --time=2 -o /dev/null "
+                             "--wrap 'sleep 60'" % host).split(";")[0] for _ in range(2)]
+    try:
+        def both_running():
+            states = [ctl.check_output("squeue -h -j %s -o %%T" % job).strip() for job in jobs]
+            return states == ["RUNNING", "RUNNING"], states
+        _wait("two 1-GPU jobs running side by side on %s" % host, both_running, timeout=60)
+        for job in jobs:
+            out = ctl.check_output("scontrol show job %s" % job)
+            amount, unit = re.search(r"\bTRES=\S*\bmem=([0-9.]+)([MGT])", out).groups()
+            assert float(amount) * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit] == share["dev"], out
+    finally:
+        ctl.run("scancel %s" % " ".join(jobs))
 
 
 def test_topology_matches_fabric(scenario, ctl):

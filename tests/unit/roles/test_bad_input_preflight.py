@@ -304,6 +304,13 @@ SLURM_CASES = [
       "readable by every user"]),
     ("private-data-not-a-kind", {}, {"slurm_private_data": ["jobs", "everything"]},
      ["slurm_private_data", "{ctl}", "everything"]),
+    # Issue 45: Slurm cuts a --switches wait to max_switch_wait; a site's SchedulerParameters must keep the role's.
+    ("scheduler-parameters-with-another-switch-wait", {},
+     {"slurm_config_overrides": {"SchedulerParameters": "bf_continue,max_switch_wait=300"}},
+     ["slurm_config_overrides", "{ctl}", "SchedulerParameters to 'bf_continue,max_switch_wait=300', whose "
+      "max_switch_wait differs from slurm_max_switch_wait 30m (1800 s)"]),
+    ("max-switch-wait-a-bare-number", {}, {"slurm_max_switch_wait": 300},
+     ["slurm_max_switch_wait", "{ctl}", "300"]),
     # The inventory's reservations (issue 21): every entry is checked before Slurm is touched.
     ("reservation-name-without-the-prefix", {},
      {"slurm_reservations": [{"name": "training", "accounts": ["research"], "duration": "1h", "node_count": 1,

@@ -26,7 +26,8 @@ GOOD = {
                          {"name": "research", "groups": ["h100"], "exclusive_nodes": True}],
     "slurm_fabric": {"leaves": [{"name": "leaf1", "nodes": "gpu[01-04]"}, {"name": "leaf2", "nodes": "gpu[05-06]"}],
                      "spines": [{"name": "spine1", "switches": "leaf[1-2]"}]},
-    "slurm_config_overrides": {"ProctrackType": "proctrack/linuxproc", "SlurmctldTimeout": None},
+    "slurm_config_overrides": {"ProctrackType": "proctrack/linuxproc", "SlurmctldTimeout": None,
+                               "SchedulerParameters": "bf_continue,sched_interval=5"},
     "slurm_conf_extra": {"ProctrackType": "proctrack/pgid", "PriorityType": "priority/multifactor",
                          "AccountingStorageEnforce": ["associations", "limits", "qos"]},
 }
@@ -83,6 +84,8 @@ def test_slurm_conf_keys_merge_order(rendered):
     assert keys["HealthCheckProgram"] == "/usr/local/sbin/gpucluster-health-slurm"
     assert keys["TaskPlugin"] == "task/cgroup,task/affinity"   # real clusters: cgroup plugins by default
     assert "SlurmctldParameters" not in keys                   # not configless
+    # the site's scheduler parameters, with the role's max_switch_wait (slurm_max_switch_wait 30m) added (issue 45)
+    assert keys["SchedulerParameters"] == "bf_continue,sched_interval=5,max_switch_wait=1800"
 
 
 def test_nodes_partitions_gres_topology(rendered):
@@ -91,7 +94,10 @@ def test_nodes_partitions_gres_topology(rendered):
         "NodeName=gpu[01-04] CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:a100:8 Features=a100",
         "NodeName=gpu[05-06] CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:h100:4 Features=h100"]
     assert [l for l in conf if l.startswith("PartitionName=")] == [
-        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00", "PartitionName=research Nodes=gpu[05-06]"]
+        # DefMemPerGPU (issue 45): the least RealMemory per GPU of the partition's nodes (8 x a100: 62500, 4 x h100:
+        # 125000), so that one GPU of a job brings its share of a node's memory, not all of it
+        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00 DefMemPerGPU=62500",
+        "PartitionName=research Nodes=gpu[05-06] DefMemPerGPU=125000"]
     assert [l for l in rendered["gres.conf"].splitlines() if not l.startswith("#")] == [
         "NodeName=gpu[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]", "NodeName=gpu[05-06] Name=gpu Type=h100 File=/dev/nvidia[0-3]"]
     assert [l for l in rendered["topology.conf"].splitlines() if not l.startswith("#")] == [
@@ -137,9 +143,11 @@ def test_fair_share_and_offpeak_render_and_pass_the_checker(rendered_fair_share,
     assert keys["PriorityCalcPeriod"] == "1" and keys["PriorityDecayHalfLife"] == "7-00:00:00"
     assert keys["PriorityWeightQOS"] == "10000" and keys["PriorityType"] == "priority/multifactor"
     assert [l for l in rendered_fair_share["slurm.conf"].splitlines() if l.startswith("PartitionName=")] == [
-        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00 TRESBillingWeights=GRES/gpu=1000",
-        "PartitionName=research Nodes=gpu[05-06] TRESBillingWeights=GRES/gpu=1000",
-        "PartitionName=offpeak Nodes=gpu[01-06] Default=NO MaxTime=1:00:00 State=DOWN TRESBillingWeights=GRES/gpu=500"]
+        "PartitionName=dev Nodes=gpu[01-06] Default=YES MaxTime=1:00:00 DefMemPerGPU=62500 "
+        "TRESBillingWeights=GRES/gpu=1000",
+        "PartitionName=research Nodes=gpu[05-06] DefMemPerGPU=125000 TRESBillingWeights=GRES/gpu=1000",
+        "PartitionName=offpeak Nodes=gpu[01-06] Default=NO MaxTime=1:00:00 DefMemPerGPU=62500 State=DOWN "
+        "TRESBillingWeights=GRES/gpu=500"]
     for name, content in rendered_fair_share.items():
         (tmp_path / name).write_text(content)
     errors = [p for p in check_config_dir(str(tmp_path), version, ["gres/gpu"]) if p["severity"] == "error"]

@@ -32,6 +32,9 @@ CASES = [
     ("team-typo", {"user_tools_teams": {"research": {"max_concurent": 8}}},
      ["user_tools_teams.research has unknown key 'max_concurent' (did you mean 'max_concurrent'?)"]),
     ("log-dir-spaces", {"user_tools_log_dir": "~/my logs"}, ["user_tools_log_dir (~/my logs)"]),
+    # Issue 45: Slurm would cut gpu-job's --switches wait to its max_switch_wait (the slurm role's 30m).
+    ("switches-wait-above-slurms", {"user_tools_switches_wait": "1h"},
+     ["user_tools_switches_wait is 1h (3600 s), longer than Slurm's max_switch_wait of 1800 s"]),
     ("no-compute-nodes", {"user_tools_compute_group": "nothing_here"},
      ["user_tools_compute_group is 'nothing_here', which is not an inventory group"]),
     # The booking policy (issue 21): the shared cluster's, one value wrong.
@@ -142,3 +145,13 @@ def test_the_lab_config():
     team = config["teams"][0]
     placement = _gpu_job.fit(config, 16, dict(team, max_concurrent=None))
     assert (placement["nodes"], placement["gpus_per_node"]) == (2, 8)
+
+
+def test_the_fallback_for_slurms_max_switch_wait_is_the_slurm_roles_default():
+    """user_tools repeats slurm_max_switch_wait's default for hosts whose inventory does not set it."""
+    import yaml
+    with open(os.path.join(ROOT, "roles", "slurm", "defaults", "main.yml")) as handle:
+        default = yaml.safe_load(handle)["slurm_max_switch_wait"]
+    with open(os.path.join(ROOT, "roles", "user_tools", "vars", "main.yml")) as handle:
+        fallback = yaml.safe_load(handle)["__user_tools_slurm_max_switch_wait"]
+    assert fallback == "{{ slurm_max_switch_wait | default('%s') }}" % default

@@ -108,3 +108,29 @@ def test_duplicate_partition():
 
 def test_not_a_list():
     _fails({"name": "p"}, r"slurm_partitions is")
+
+
+NODE_LINES = ["NodeName=gpu[001-002] CPUs=128 RealMemory=1000000 Gres=gpu:a100:8 Features=a100",
+              "NodeName=gpu003 CPUs=64 RealMemory=500000 Gres=gpu:l40s:2,nvme:1",
+              "NodeName=cpu[01-02] CPUs=64 RealMemory=256000"]
+
+
+def test_def_mem_per_gpu_is_the_least_memory_per_gpu_of_the_partitions_gpu_nodes():
+    """Issue 45: without DefMemPerGPU a 1-GPU job without --mem takes a whole node's memory, and the node's other GPUs
+    wait; with it each GPU brings its share. Node types differ: the partition takes the least share."""
+    groups = dict(GROUPS, cpus=["cpu01", "cpu02"])
+    parts = [{"name": "a100", "groups": ["gpu_a"]},
+             {"name": "mixed", "groups": ["gpu_a", "gpu_b", "cpus"]},
+             {"name": "cpu", "groups": ["cpus"]},
+             {"name": "own", "groups": ["gpu_a"], "def_mem_per_gpu": 100000},
+             {"name": "per-cpu", "groups": ["gpu_a"], "extra": {"DefMemPerCPU": 4000}}]
+    assert slurm_partition_lines(parts, groups, None, NODE_LINES) == [
+        "PartitionName=a100 Nodes=gpu[001-002] DefMemPerGPU=125000",
+        "PartitionName=mixed Nodes=cpu[01-02],gpu[001-003] DefMemPerGPU=125000",
+        "PartitionName=cpu Nodes=cpu[01-02]",
+        "PartitionName=own Nodes=gpu[001-002] DefMemPerGPU=100000",
+        "PartitionName=per-cpu Nodes=gpu[001-002] DefMemPerCPU=4000"]
+    # without the node lines there is nothing to size by (the slurm role always gives them)
+    assert slurm_partition_lines(parts[:1], groups) == ["PartitionName=a100 Nodes=gpu[001-002]"]
+    with pytest.raises(AnsibleFilterError, match="def_mem_per_gpu"):
+        slurm_partition_lines([{"name": "x", "groups": ["gpu_a"], "def_mem_per_gpu": "lots"}], groups, None, NODE_LINES)
