@@ -92,7 +92,8 @@ def test_a_gpu_job_gets_memory_by_its_gpus_and_two_share_a_node(scenario, ctl):
         _wait("two 1-GPU jobs running side by side on %s" % host, both_running, timeout=60)
         for job in jobs:
             out = ctl.check_output("scontrol show job %s" % job)
-            amount, unit = re.search(r"\bTRES=\S*\bmem=([0-9.]+)([MGT])", out).groups()
+            # what the job was given: TRES= (22.05), AllocTRES= (24.11; its ReqTRES says the node's memory)
+            amount, unit = re.search(r"(?:^|\s)(?:Alloc)?TRES=\S*?\bmem=([0-9.]+)([MGT])", out, re.M).groups()
             assert float(amount) * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit] == share["dev"], out
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
