@@ -128,9 +128,10 @@ build: setup ## Build the collection tarball into build/
 build-check: setup ## Build, check the tarball's contents, install it and use it by FQCN
 	scripts/check-build.sh
 
-lab: setup platform ## Bring up the lab cluster in containers and run playbooks/site.yml on it
+lab: setup platform ## Bring up the lab cluster in containers, run playbooks/site.yml on it, check its outcome
 	ansible-playbook -i $(LAB_INVENTORY) lab/up.yml
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
+	ansible-playbook -i $(LAB_INVENTORY) lab/after.yml
 
 lab-down: setup ## Remove the lab's containers and network
 	ansible-playbook -i $(LAB_INVENTORY) lab/down.yml

@@ -335,15 +335,15 @@ def test_logs_says_where_the_log_is_when_this_node_has_none(env):
     path = "%s/logs/4242.out" % env["tmp"]
     pending = dict(env, FAKE_SQUEUE=_answer(env, "squeue", "PENDING|\n"))
     rc, _out, err, calls = _run(pending, "logs", "4242")
-    assert (rc, err) == (2, "gpu-job: job 4242 has not started yet; its log will be %s\n" % path)
+    assert (rc, err) == (1, "gpu-job: job 4242 has not started yet; its log will be %s\n" % path)
     assert calls[0]["argv"] == ["squeue", "-h", "-j", "4242", "-o", "%T|%N"]
     running = dict(env, FAKE_SQUEUE=_answer(env, "squeue", "RUNNING|dgx02\n"))
     rc, _out, err, _calls = _run(running, "logs", "4242")
-    assert rc == 2 and err == ("gpu-job: job 4242 is RUNNING on dgx02; its log is %s on that node (the log directory "
+    assert rc == 1 and err == ("gpu-job: job 4242 is RUNNING on dgx02; its log is %s on that node (the log directory "
                                "is not shared with this login node)\n" % path)
     ended = _answer(env, "sacct", "4242|my-training|FAILED|00:10:00|1:0|dgx03|2026-12-05T10:00:00\n")
     rc, _out, err, _calls = _run(dict(env, FAKE_SACCT=ended), "logs", "4242")
-    assert rc == 2 and err == ("gpu-job: job 4242 failed (FAILED); log %s on dgx03 (the log directory is not shared "
+    assert rc == 1 and err == ("gpu-job: job 4242 failed (FAILED); log %s on dgx03 (the log directory is not shared "
                                "with this login node)\n" % path)
     rc, _out, err, _calls = _run(env, "logs", "4242")
     assert rc == 2 and err == "gpu-job: job 4242: Slurm knows no such job, and there is no log at %s\n" % path
