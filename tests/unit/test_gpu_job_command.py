@@ -395,3 +395,12 @@ def test_a_reservation_slurm_does_not_have_is_refused_before_the_dry_run(env):
     assert rc == 0, err
     assert "#SBATCH --reservation=book-training-alice-1\n" in out
     assert [c["argv"][0] for c in calls] == ["scontrol"]
+
+
+def test_status_says_so_where_slurm_keeps_no_accounting_and_fails_when_sacct_does(env):
+    disabled = dict(env, FAKE_SACCT="rc=1:Slurm accounting storage is disabled")
+    rc, out, _err, _calls = _run(disabled, "status")
+    assert (rc, out.splitlines()[-1]) == (0, "the jobs that ended: this cluster keeps no job accounting (no slurmdbd)")
+    down = dict(env, FAKE_SACCT="rc=1:Problem talking to the database: Connection refused")
+    rc, out, err, _calls = _run(down, "status")
+    assert rc == 1 and out == "no jobs of yours in the queue\n" and "Problem talking to the database" in err
