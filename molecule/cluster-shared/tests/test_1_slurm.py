@@ -84,7 +84,7 @@ def test_a_gpu_job_gets_memory_by_its_gpus_and_two_share_a_node(scenario, ctl):
         assert "JobDefaults=DefMemPerGPU=%d" % share[partition] in line, line
     host = sorted(h for h in _compute(scenario) if "dev" in expected_partitions(scenario, h))[0]
     jobs = [ctl.check_output("sbatch --parsable -p dev --nodelist=%s --gpus-per-node=1 --time=2 -o /dev/null "
-                             "--wrap 'sleep 60'" % host).split(";")[0] for _ in range(2)]
+                             "--wrap 'sleep 60'" % host).split(";")[0] for _job in range(2)]
     try:
         def both_running():
             states = [ctl.check_output("squeue -h -j %s -o %%T" % job).strip() for job in jobs]
