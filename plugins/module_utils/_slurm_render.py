@@ -17,6 +17,8 @@ import functools
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _hostlist
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_conf_parse import parse_pairs
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_config_check import parse_gres
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_keys import SLURM_CONF
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import SpecError, time_limit
 
@@ -628,7 +630,6 @@ _PARTITION_KEYS = ({"name", "groups", "nodes", "extra", "exclusive_nodes", "def_
                    | {f for f, _k in PARTITION_FIELDS})
 # A partition's own default memory, where its extra keys set one: Slurm takes one DefMemPer* of a partition.
 _DEF_MEM_KEYS = ("defmempercpu", "defmempergpu", "defmempernode")
-_NODE_WORD = re.compile(r"(?:^| )(RealMemory|Gres)=(\S+)")
 _PREEMPT = ("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN", "PRIORITY")
 _STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 
@@ -710,22 +711,17 @@ def _partition_extra(name, extra):
 
 
 def memory_per_gpu(node_lines):
-    """{node name: RealMemory // GPUs} of the NodeName lines whose nodes have GPUs (their Gres gpu counts)."""
+    """{node name: RealMemory // GPUs} of the NodeName lines whose nodes have GPUs (their Gres gpu counts), read
+    with the configuration checker's own parsers."""
     found = {}
     for line in node_lines or []:
-        first = str(line).split(" ", 1)[0]
-        if not first.startswith("NodeName="):
-            continue
-        words = dict(_NODE_WORD.findall(str(line)))
-        gpus = 0
-        for entry in words.get("Gres", "").split(","):
-            parts = entry.split(":")
-            if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
-                gpus += int(parts[-1])
-        if gpus and words.get("RealMemory", "").isdigit():
-            share = int(words["RealMemory"]) // gpus
-            for name in _hostlist.expand(first[len("NodeName="):]):
-                found[name] = share
+        pairs, _rest = parse_pairs(str(line))
+        words = dict((key.lower(), value) for key, value, _op in pairs)
+        gres, _errors = parse_gres(words.get("gres", ""))
+        gpus = sum(count for name, _type, count in gres if name == "gpu")
+        if "nodename" in words and gpus and words.get("realmemory", "").isdigit():
+            for name in _hostlist.expand(words["nodename"]):
+                found[name] = int(words["realmemory"]) // gpus
     return found
 
 
