@@ -536,7 +536,7 @@ def controller_run(work, label, config, argv):
     return result
 
 
-# The per-host task of playbooks/tasks/health_record.yml that probes one node (the fast path leaves it to the nodes
+# The per-host task of roles/operations/tasks/health_sweep_node.yml that probes one node (the fast path leaves it to the nodes
 # gpucluster.ops.health_fanout cannot check: none here).
 PER_HOST_PROBE_TASK = "TASK [Run the installed health checker and read the versions of the node's GPU stack]"
 

@@ -47,18 +47,22 @@ root_of() {
 enter() {
     local root=$1
     shift
-    local top shared
+    local top shared real
     top=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null || echo "$here")
     shared=$(dirname "$top")/shared
+    # ../shared may be a link (a clone beside a link to the data): the link resolves in the chroot when its target
+    # is bound too.
+    real=$(readlink -f "$shared" 2>/dev/null || echo "$shared")
     # shellcheck disable=SC2016  # the script expands its own arguments
     unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
-        root=$1 top=$2 shared=$3; shift 3
+        root=$1 top=$2 shared=$3 real=$4; shift 4
+        [ "$real" != "$shared" ] || real=
         bind() { [ -e "$1" ] || return 0; mkdir -p "$root$1"; mount --rbind "$1" "$root$1"; }
-        for path in /proc /sys /dev /run /tmp /var/lib/docker /var/cache/gpucluster-ops "$top" "$shared"; do
+        for path in /proc /sys /dev /run /tmp /var/lib/docker /var/cache/gpucluster-ops "$top" "$real" "$shared"; do
             bind "$path"
         done
         cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
-        exec chroot "$root" "$@"' _ "$root" "$top" "$shared" "$@"
+        exec chroot "$root" "$@"' _ "$root" "$top" "$shared" "$real" "$@"
 }
 
 build() {

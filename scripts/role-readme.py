@@ -133,8 +133,10 @@ def block(specs):
                 lines += [""]
         else:
             lines += [""]
-        if options and entry != "main" and options == (entry_points.get("main") or {}).get("options"):
-            lines += ["The same variables as the entry point `main`."]
+        same = [other for other in list(entry_points)[:list(entry_points).index(entry)]
+                if options and options == (entry_points[other] or {}).get("options")]
+        if same:
+            lines += [f"The same variables as the entry point `{same[0]}`."]
         elif options:
             lines += option_rows(options)
         else:

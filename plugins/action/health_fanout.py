@@ -6,7 +6,7 @@
 
 Ansible's per-host task costs the controller about 0.02 s before it does anything and the sweep's record of a node
 took five of them (docs/performance.md). Here one task starts one ``ssh`` per node, ``forks`` at a time, each running
-the same probe as the raw task of playbooks/tasks/health_record.yml, and builds every node's record with the same
+the same probe as the raw task of roles/operations/tasks/health_sweep_node.yml, and builds every node's record with the same
 function (plugin_utils/_health_sweep.py). A node it cannot do the same way (another connection, a password, become,
 a replayed bundle, the module method, a probe that found no checker) is left to the playbook's own tasks, by name.
 """

@@ -13,7 +13,7 @@ description:
   - "The one definition of a node's record in the fleet report of C(playbooks/health_sweep.yml): whether it was
     reached, the error that makes it unknown, how it was checked (C(cli), C(module) or C(replay)), its comparison
     group, its pins, the versions the fleet compares and the checker's result."
-  - Used by C(playbooks/tasks/health_record.yml) for a node checked by its own tasks, and by
+  - Used by C(roles/operations/tasks/health_sweep_node.yml) for a node checked by its own tasks, and by
     P(gpucluster.ops.health_fanout#module) for the nodes it checked over ssh all at once, so that the report is the same
     whichever way a node was checked.
   - A node that could not be reached, or whose check gave no result, gets an error, never a result that reads as OK.
@@ -21,7 +21,7 @@ positional: _input
 options:
   _input:
     description:
-      - The registered result of the probe (C(playbooks/files/health_sweep_probe.py) sent by C(ansible.builtin.raw)),
+      - The registered result of the probe (C(roles/operations/files/health_sweep_probe.py) sent by C(ansible.builtin.raw)),
         with C(rc), C(stdout), C(stderr), and C(unreachable) with C(msg) when the node could not be reached.
     type: dict
     required: true

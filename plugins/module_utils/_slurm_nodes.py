@@ -215,8 +215,13 @@ def wait_idle(poll, names, timeout, interval):
 
 # ---- the module's plan -------------------------------------------------------------------------------------------
 
-def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, variable="max_out_of_service"):
+def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, variable="max_out_of_service",
+         take_over=()):
     """What to do with ``names`` (known to ``cluster``, scontrol's nodes) for ``state`` drain or resume.
+
+    With ``state`` drain, a node out of service by one of the owners in ``take_over`` (other owners of the
+    collection) becomes this owner's: its reason is updated (it is out of service already, so the breaker has nothing
+    more to count) and it is listed in ``taken_over`` as well as ``updated``.
 
     Returns a dict: ``actions`` [(name, "drain"|"update"|"resume", slurm reason or None)] in the order given,
     ``drained``, ``updated``, ``resumed``, ``unchanged`` (names), ``refused`` [{node, why}], ``not_ours`` [{node,
@@ -227,7 +232,8 @@ def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, vari
     limit = breaker_limit(total, share)
     before = out = count_out(cluster)
     wanted = slurm_reason(owner, reason) if state == "drain" else None
-    result = dict(actions=[], drained=[], updated=[], resumed=[], unchanged=[], refused=[], not_ours=[], after={})
+    result = dict(actions=[], drained=[], updated=[], resumed=[], unchanged=[], refused=[], not_ours=[], after={},
+                  taken_over=[])
     for name in names:
         node = by_name[name]
         after = dict(state=node["state"], reason=node["reason"])
@@ -242,6 +248,11 @@ def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, vari
                 after["reason"] = wanted
             else:
                 result["unchanged"].append(name)
+        elif state == "drain" and out_of_service(node["state"]) and owner_of(node["reason"]) in take_over:
+            result["actions"].append((name, "update", wanted))
+            result["updated"].append(name)
+            result["taken_over"].append(name)
+            after["reason"] = wanted
         elif out_of_service(node["state"]):
             result["not_ours"].append(dict(node=name, state=node["state"], reason=node["reason"]))
         elif state == "resume":

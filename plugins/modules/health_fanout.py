@@ -14,7 +14,7 @@ description:
   - An action that runs on the controller only, once for the whole sweep (C(run_once)); it changes nothing on the
     nodes. C(playbooks/health_sweep.yml) uses it as its fast path.
   - Starts one C(ssh) per node, as many at a time as Ansible's C(forks), each running O(script) (the probe of
-    C(playbooks/tasks/health_record.yml)) with the host's Python, and builds each node's record with
+    C(roles/operations/tasks/health_sweep_node.yml)) with the host's Python, and builds each node's record with
     P(gpucluster.ops.health_sweep_record#filter), so the fleet report is the same as when each node is checked by
     its own tasks. Per node it costs the controller one ssh client instead of Ansible's per-host tasks.
   - The ssh command line is the one Ansible's ssh connection would use for the host (its C(ansible_host),

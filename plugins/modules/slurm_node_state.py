@@ -62,6 +62,16 @@ options:
         changes (the inventory variable a playbook passes as O(max_out_of_service)).
     type: str
     default: max_out_of_service
+  take_over:
+    description:
+      - With O(state=drain), other owners of the collection whose drains this owner takes over - a node out of
+        service with one of their markers gets this owner's marker and O(reason) (it is out of service already, so
+        the circuit breaker counts nothing more) and is returned in RV(taken_over) and RV(updated). NVLink
+        remediation takes over the node-local health check's drains (C(health)), so that it can remediate them.
+      - Drains of an administrator or of Slurm itself are never taken over.
+    type: list
+    elements: str
+    default: []
   fail_on_refusal:
     description: Fail the task when the circuit breaker refused any drain (the other drains are still made).
     type: bool
@@ -157,6 +167,12 @@ busy:
   type: list
   elements: str
   sample: []
+taken_over:
+  description: Listed nodes drained by an owner of O(take_over) whose drain is now this owner's.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu07]
 not_ours:
   description: Listed nodes out of service for another reason or owner, left untouched.
   returned: always
@@ -256,6 +272,7 @@ def main():
             owner=dict(type="str", default=_slurm_nodes.HEALTH_OWNER),
             max_out_of_service=dict(type="float", default=0.1),
             breaker_variable=dict(type="str", default="max_out_of_service"),
+            take_over=dict(type="list", elements="str", default=[]),
             fail_on_refusal=dict(type="bool", default=False),
             wait=dict(type="bool", default=False),
             wait_timeout=dict(type="int", default=3600),
@@ -276,11 +293,11 @@ def main():
         module.fail_json(msg="nodes: %s not known to Slurm (scontrol show node -o lists %s)"
                          % (", ".join(unknown), _hostlist.fold(sorted(known))))
     plan = _slurm_nodes.plan(cluster, names, params["state"], params["reason"], params["owner"],
-                             params["max_out_of_service"], params["breaker_variable"])
+                             params["max_out_of_service"], params["breaker_variable"], params["take_over"])
     before = dict((n["name"], dict(state=n["state"], reason=n["reason"])) for n in cluster if n["name"] in names)
     result = dict(changed=bool(plan["actions"]), drained=plan["drained"], updated=plan["updated"],
                   resumed=plan["resumed"], unchanged=plan["unchanged"], refused=plan["refused"], busy=[],
-                  not_ours=plan["not_ours"], nodes=plan["after"], out_of_service=plan["out_of_service"])
+                  not_ours=plan["not_ours"], taken_over=plan["taken_over"], nodes=plan["after"], out_of_service=plan["out_of_service"])
 
     failures = []
     if not module.check_mode:

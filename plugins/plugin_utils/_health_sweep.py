@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The health sweep's node record, on the controller: one definition for both of its ways of checking a node.
 
-playbooks/tasks/health_record.yml builds a node's record from its own tasks' results (the probe sent by
+roles/operations/tasks/health_sweep_node.yml builds a node's record from its own tasks' results (the probe sent by
 ``ansible.builtin.raw``, and the ``gpu_health`` module where the checker is not installed) through the filter
 ``gpucluster.ops.health_sweep_record``; the action ``gpucluster.ops.health_fanout`` builds the records of the nodes it
 probed over ssh, all at once, with the same function. The fleet report is then the same whichever way a node was
@@ -37,7 +37,7 @@ def answer_of(probe):
 
 
 def needs_module(answer, method="auto", check_mode=False, level="quick"):
-    """Whether the gpu_health module must check the node (tasks/health_record.yml's third task): the probe gave no
+    """Whether the gpu_health module must check the node (roles/operations/tasks/health_sweep_node.yml's third task): the probe gave no
     result and no error, and the method says module, or the checker is not installed, or the level in check mode
     needs the module (it reads the saved counters without saving them)."""
     if answer.get("result") is not None or answer.get("error") is not None:
@@ -47,7 +47,7 @@ def needs_module(answer, method="auto", check_mode=False, level="quick"):
 
 def expected(health_check_expected, health_sweep_expected, pinnable):
     """The pins a node is held to: health_check_expected's keys that are ``pinnable`` (the playbook's
-    __health_sweep_pins), health_sweep_expected's over them (vars/health_sweep.yml's __health_sweep_expected)."""
+    __health_sweep_pins), health_sweep_expected's over them (roles/operations/vars/main.yml)."""
     pins = {k: v for k, v in (health_check_expected or {}).items() if k in pinnable}
     pins.update(health_sweep_expected or {})
     return pins

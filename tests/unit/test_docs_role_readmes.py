@@ -24,8 +24,9 @@ def spec_variables(role_dir):
     names = []
     for entry, spec in entry_points.items():
         options = (spec or {}).get("options") or {}
-        if entry != "main" and options == (entry_points.get("main") or {}).get("options"):
-            continue  # written once, as "the same variables as main"
+        earlier = list(entry_points)[:list(entry_points).index(entry)]
+        if options and any(options == (entry_points[other] or {}).get("options") for other in earlier):
+            continue  # written once, as "the same variables as the entry point <other>"
         names += list(options)
     return names
 

@@ -326,12 +326,20 @@ def test_the_sweep_alone_resumes_only_the_health_checks_drains(tmp_path, bundles
 
 
 def test_the_sweeps_fallbacks_are_the_health_check_roles_defaults():
-    """Where the inventory does not say, the sweep looks for the checker where the health_check role puts it."""
-    with open(os.path.join(ROOT, "playbooks", "vars", "health_sweep.yml")) as handle:
-        fallbacks = yaml.safe_load(handle)["__health_sweep_role_defaults"]
+    """Where the inventory does not say, the sweep looks for the checker where the health_check role puts it: it reads
+    that role's defaults, and holds no copy of their values."""
+    role = os.path.join(ROOT, "roles", "operations")
+    with open(os.path.join(role, "vars", "main.yml")) as handle:
+        variables = yaml.safe_load(handle)
+    assert "role_path ~ '/../health_check/defaults/main.yml'" in variables["__health_sweep_role_defaults"]
     with open(os.path.join(ROOT, "roles", "health_check", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
-    assert fallbacks == {key: defaults[key] for key in fallbacks}
+    for dirpath, _dirs, files in os.walk(role):
+        for name in files:
+            with open(os.path.join(dirpath, name)) as handle:
+                text = handle.read()
+            for key in ("health_check_install_dir", "health_check_config_file"):
+                assert defaults[key] not in text, (name, key)
 
 
 @pytest.mark.parametrize("method", ["auto", "module"])

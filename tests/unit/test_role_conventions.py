@@ -23,10 +23,10 @@ def test_argument_spec_keys_equal_defaults(role):
     options = {}
     for entry in spec.values():
         options.update(entry.get("options") or {})
-    # A collection-wide variable (gpucluster_*, declared once in roles/_common) that is unset by default
-    # (gpucluster_kubeconfig: the client's own default) has no default to declare.
+    # A variable the spec gives no default may be unset by default (gpucluster_kubeconfig: the client's own default;
+    # health_sweep_from_dir: no bundle to replay): it has no default to declare, or declares an empty one.
     optional = {k for k, v in options.items()
-                if not v.get("required") and not (k.startswith("gpucluster_") and "default" not in v)}
+                if not v.get("required") and ("default" in v or k in defaults)}
     assert set(defaults) == optional, "role %s: in defaults only %s; in argument_specs only %s" % (
         role, sorted(set(defaults) - optional), sorted(optional - set(defaults)))
     for key in optional:
@@ -39,11 +39,16 @@ def test_public_variables_carry_the_role_name(role):
     defaults_file = os.path.join(ROOT, "roles", role, "defaults", "main.yml")
     if not os.path.exists(defaults_file):
         pytest.skip("no defaults")
-    prefix = role.lstrip("_") + "_"
+    # A role of several operations (operations) prefixes each operation's variables with the operation's name: the
+    # name of one of its entry points, or of the family of entry points it starts (rolling_upgrade of
+    # rolling_upgrade_batch).
+    entries = _load(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml"))["argument_specs"]
+    prefixes = {role.lstrip("_") + "_"} | {e + "_" for e in entries if e != "main"} | {
+        e.rsplit("_", 1)[0] + "_" for e in entries if "_" in e}
     # Collection-wide variables carry the collection's prefix instead; only roles/_common declares them.
-    bad = [k for k in _load(defaults_file) if not k.lstrip("_").startswith(prefix)
+    bad = [k for k in _load(defaults_file) if not any(k.lstrip("_").startswith(p) for p in prefixes)
            and not (role == "_common" and k.startswith("gpucluster_"))]
-    assert not bad, "role %s: variables without the %s prefix: %s" % (role, prefix, bad)
+    assert not bad, "role %s: variables without one of the prefixes %s: %s" % (role, sorted(prefixes), bad)
 
 
 def _templates():

@@ -75,7 +75,7 @@ def test_an_unreachable_gpu_node_is_reported_and_the_others_finish(scenario, ctl
     rc, sweep_out = scenario.playbook(tmp_path, SWEEP, extra_vars={"health_sweep_report_dir": str(report_dir)},
                                       extra_inventory=as_dead)
     sweep_counters = recap(sweep_out)
-    # the sweep never fails a host it cannot check (tasks/health_record.yml ignores unreachable): its report says why
+    # the sweep never fails a host it cannot check (roles/operations/tasks/health_sweep_node.yml ignores unreachable): its report says why
     assert rc in (0, 4), (rc, sweep_out[-4000:])
     assert all(c["failed"] == 0 for c in sweep_counters.values()), sweep_counters
     assert re.search(r"^ +- %s UNKNOWN FLEET-UNREACHABLE" % re.escape(dead), sweep_out, re.M), sweep_out[-3000:]

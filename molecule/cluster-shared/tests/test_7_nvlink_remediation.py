@@ -82,6 +82,10 @@ def back_to_normal(scenario, ctl, hosts):
 def test_a_recoverable_node_is_restarted_in_order_and_resumed_the_others_untouched(scenario, ctl, nodes, tmp_path):
     a100, h100 = nodes
     set_faults(scenario, a100, [{"name": "nvlink_degraded", "gpu": 1, "value": "recoverable"}])
+    # The node-local health check drained the node for this fault first (its wrapper is silenced here, so the test
+    # writes its drain): the runbook takes the drain over (issue 44: it called the node not_ours and did nothing).
+    ctl.check_output("scontrol update nodename=%s state=drain reason='gpucluster-health: GPU-NVLINK-INACTIVE gpu1'"
+                     % a100)
     before = {h: log_lines(scenario, h) for h in nodes}
     exporter = exporter_restarts(scenario, h100)
     options = {"nvlink_remediation_max_nodes": 1, "nvlink_remediation_reset_gpus": True}
@@ -162,6 +166,21 @@ def test_the_circuit_breaker_holds_for_a_remediation(scenario, ctl, nodes, tmp_p
     assert after[h100] == ("IDLE", ""), after
     assert events_since(scenario, h100, before[h100]) == [], log_lines(scenario, h100)
     assert after[a100] == ("IDLE", "") and "%s: recovered" % a100 in out, (after, out)
+    back_to_normal(scenario, ctl, nodes)
+
+
+def test_a_run_that_remediates_nothing_it_found_fails_saying_why(scenario, ctl, nodes, tmp_path):
+    """Issue 44: a run whose every candidate was out of service for someone else exited 0. An administrator's drain
+    is never taken over: the run fails, naming the outcome and the node, and the drain stays as it was."""
+    a100, h100 = nodes
+    back_to_normal(scenario, ctl, nodes)
+    set_faults(scenario, a100, [{"name": "nvlink_degraded", "gpu": 1, "value": "recoverable"}])
+    ctl.check_output("scontrol update nodename=%s state=drain reason='disk replacement by admin'" % a100)
+    rc, out, _report_dir = run(scenario, tmp_path, "nothing")
+    flat = _flat(out)
+    assert rc != 0 and "NVLink remediation remediated none of the 1 node(s)" in flat, out[-4000:]
+    assert "1 not_ours (%s)" % a100 in flat, out[-4000:]
+    assert node_records(ctl, [a100])[a100]["Reason"] == "disk replacement by admin"
     back_to_normal(scenario, ctl, nodes)
 
 

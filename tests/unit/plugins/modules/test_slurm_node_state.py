@@ -80,6 +80,30 @@ def test_a_node_out_of_service_for_someone_else_is_never_touched():
             {"node": "gpu05", "state": "MIXED+FAIL", "reason": "flaky PSU"}]
 
 
+def test_nvlink_takes_over_the_health_checks_drain_and_never_an_administrators():
+    """The node-local health check drained gpu03 for its NVLink fault before the runbook ran: with take_over the
+    runbook's owner takes the drain (issue 44: before, the node was not_ours and the runbook exited 0 doing
+    nothing); an administrator's drain and another owner's stay not_ours, and the breaker counts nothing more."""
+    fake = cluster(4, gpu02=("IDLE+DRAIN", "disk replacement by admin"), gpu03=("IDLE+DRAIN", HEALTH),
+                   gpu04=("IDLE+DRAIN", "gpucluster-upgrade: to 550"))
+    result = run(fake, nodes=["gpu02", "gpu03", "gpu04"], state="drain", owner="nvlink", reason="NVLink remediation",
+                 take_over=["health"], max_out_of_service=0.25)
+    assert result["changed"] and result["taken_over"] == ["gpu03"] and result["updated"] == ["gpu03"]
+    assert fake.nodes["gpu03"] == {"state": "IDLE+DRAIN", "reason": "gpucluster-nvlink: NVLink remediation"}
+    assert [n["node"] for n in result["not_ours"]] == ["gpu02", "gpu04"] and result["refused"] == []
+    assert fake.updates() == [["update", "nodename=gpu03", "state=drain",
+                               "reason=gpucluster-nvlink: NVLink remediation"]]
+    # and once it is the runbook's, the runbook's resume brings it back
+    back = run(fake, nodes=["gpu03"], state="resume", owner="nvlink")
+    assert back["resumed"] == ["gpu03"] and fake.nodes["gpu03"] == {"state": "IDLE", "reason": ""}
+
+
+def test_without_take_over_the_health_checks_drain_is_not_ours():
+    fake = cluster(4, gpu03=("IDLE+DRAIN", HEALTH))
+    result = run(fake, nodes=["gpu03"], state="drain", owner="nvlink", reason="NVLink remediation")
+    assert not result["changed"] and result["taken_over"] == [] and [n["node"] for n in result["not_ours"]] == ["gpu03"]
+
+
 # ---- resume ------------------------------------------------------------------------------------------------------
 
 def test_resume_touches_only_the_same_owners_drains():
