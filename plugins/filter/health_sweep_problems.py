@@ -28,7 +28,7 @@ options:
     type: dict
     required: true
   pinnable:
-    description: The versions C(health_sweep_expected) may pin (the playbook's C(__health_sweep_pins)).
+    description: The versions C(health_sweep_expected) may pin (the operations role's pinnable versions).
     type: list
     elements: str
     required: true

@@ -56,7 +56,7 @@ options:
     type: dict
     default: {}
   pinnable:
-    description: The versions a pin may name (the playbook's C(__health_sweep_pins)).
+    description: The versions a pin may name (the operations role's pinnable versions).
     type: list
     elements: str
     default: []
@@ -65,8 +65,8 @@ options:
 EXAMPLES = r"""
 - name: Keep the node's record for the fleet report
   ansible.builtin.set_fact:
-    __health_sweep_record: >-
-      {{ __health_sweep_probe | gpucluster.ops.health_sweep_record(module=__health_sweep_module,
+    node_record: >-
+      {{ probe | gpucluster.ops.health_sweep_record(module=module_result,
            node_name=inventory_hostname, groups=health_sweep_groups | default([]), group_names=group_names,
            health_check_expected=health_check_expected | default({}), pinnable=['driver_version', 'gpu_count']) }}
 """

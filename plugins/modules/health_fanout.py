@@ -34,11 +34,11 @@ options:
     elements: str
     default: []
   script:
-    description: The probe's Python source (C(lookup('ansible.builtin.file', 'files/health_sweep_probe.py'))).
+    description: The probe's Python source (C(lookup('ansible.builtin.file', 'health_sweep_probe.py'))).
     type: str
     required: true
   pins:
-    description: The versions a pin may name (the playbook's C(__health_sweep_pins)).
+    description: The versions a pin may name (the operations role's pinnable versions).
     type: list
     elements: str
     default: []
@@ -70,7 +70,7 @@ EXAMPLES = r"""
 - name: Run the installed health checker on every node reached by ssh
   gpucluster.ops.health_fanout:
     hosts: "{{ ansible_play_hosts_all }}"
-    script: "{{ lookup('ansible.builtin.file', 'files/health_sweep_probe.py') }}"
+    script: "{{ lookup('ansible.builtin.file', 'health_sweep_probe.py') }}"
     pins: [driver_version, cuda_version, gpu_count, gpu_model]
     install_dir: /usr/local/lib/gpucluster-health
     config_file: /etc/gpucluster/health.json

@@ -46,8 +46,8 @@ def needs_module(answer, method="auto", check_mode=False, level="quick"):
 
 
 def expected(health_check_expected, health_sweep_expected, pinnable):
-    """The pins a node is held to: health_check_expected's keys that are ``pinnable`` (the playbook's
-    __health_sweep_pins), health_sweep_expected's over them (roles/operations/vars/main.yml)."""
+    """The pins a node is held to: health_check_expected's keys that are ``pinnable`` (the operations role's pinnable
+    versions), health_sweep_expected's over them."""
     pins = {k: v for k, v in (health_check_expected or {}).items() if k in pinnable}
     pins.update(health_sweep_expected or {})
     return pins
@@ -153,43 +153,51 @@ def _share_ok(value):
     return 0 <= number <= 1
 
 
+# What a host's sweep variables are when its inventory does not set them: the operations role's defaults
+# (tests/unit/test_health_sweep_playbook.py holds them equal; hostvars hold no role default).
+DEFAULTS = {"health_sweep_level": "quick", "health_sweep_drain": False, "health_sweep_resume": False,
+            "health_sweep_resume_owners": ["health"], "health_sweep_max_out_of_service": 0.1,
+            "health_sweep_method": "auto", "health_sweep_fanout": True, "health_sweep_expected": {},
+            "health_sweep_groups": []}
+
+
 def problems(host, variables, pinnable, isdir=os.path.isdir):
     """What is wrong with the sweep's variables of one host (``variables``: a mapping such as its hostvars), one
     message per variable, each naming the host, the variable and its value; empty when nothing is."""
-    def get(name, default=None):
-        return variables[name] if name in variables else default
+    def get(name):
+        return variables[name] if name in variables else DEFAULTS.get(name)
 
     found = []
-    level = get("health_sweep_level", "quick")
+    level = get("health_sweep_level")
     if level not in LEVELS:
         found.append("health_sweep_level is %s: it must be one of %s" % (_json(level), ", ".join(LEVELS)))
-    drain = get("health_sweep_drain", False)
+    drain = get("health_sweep_drain")
     if not _boolean_ok(drain):
         found.append("health_sweep_drain is %s: it must be true or false" % _json(drain))
-    resume = get("health_sweep_resume", False)
+    resume = get("health_sweep_resume")
     if not _boolean_ok(resume):
         found.append("health_sweep_resume is %s: it must be true or false" % _json(resume))
-    owners = get("health_sweep_resume_owners", ["health"])
+    owners = get("health_sweep_resume_owners")
     if (isinstance(owners, (str, bytes, Mapping)) or not isinstance(owners, Sequence) or not owners
             or not all(isinstance(o, str) and _OWNER.match(o) for o in owners)):
         found.append("health_sweep_resume_owners is %s: it must be a list of the collection's drain owners (lower "
                      "case letters, digits and '-', such as health, nvlink, maintenance)" % _json(owners))
-    share = get("health_sweep_max_out_of_service", 0.1)
+    share = get("health_sweep_max_out_of_service")
     if not _share_ok(share):
         found.append("health_sweep_max_out_of_service is %s: it must be a share of the cluster's nodes from 0 to 1 "
                      "(0.1 is one node in ten)" % _json(share))
-    method = get("health_sweep_method", "auto")
+    method = get("health_sweep_method")
     if method not in METHODS:
         found.append("health_sweep_method is %s: it must be auto (the installed checker where it is, else the "
                      "module) or module" % _json(method))
-    fanout = get("health_sweep_fanout", True)
+    fanout = get("health_sweep_fanout")
     if not _boolean_ok(fanout):
         found.append("health_sweep_fanout is %s: it must be true (the nodes reached by ssh checked at once from this "
                      "machine) or false (each node by its own tasks)" % _json(fanout))
-    pins = get("health_sweep_expected", {})
+    pins = get("health_sweep_expected")
     if not isinstance(pins, Mapping) or set(pins) - set(pinnable):
         found.append("health_sweep_expected is %s: it must be a mapping of some of %s" % (_json(pins), ", ".join(pinnable)))
-    groups = get("health_sweep_groups", [])
+    groups = get("health_sweep_groups")
     if isinstance(groups, (str, bytes, Mapping)) or not isinstance(groups, Sequence):
         found.append("health_sweep_groups is %s: it must be a list of inventory group names" % _json(groups))
     if "health_sweep_from_dir" in variables:

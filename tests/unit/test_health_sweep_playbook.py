@@ -354,3 +354,11 @@ def test_a_node_the_checker_cannot_check_is_unknown_with_the_reason(tmp_path, bu
     assert node["status"] == "unknown", node
     assert "no_such_limit" in node["error"], node
     assert sweep.report("bad-config")["nodes"]["gpu02"]["status"] == "error"
+
+
+def test_the_sweeps_checks_assume_the_operations_roles_defaults():
+    """hostvars hold no role default: the preflight's checks fall back on the same values as the role."""
+    from ansible_collections.gpucluster.ops.plugins.plugin_utils import _health_sweep
+    with open(os.path.join(ROOT, "roles", "operations", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert _health_sweep.DEFAULTS == {key: defaults[key] for key in _health_sweep.DEFAULTS}

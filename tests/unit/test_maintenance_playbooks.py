@@ -150,6 +150,8 @@ NVLINK_BAD = {
                                        ["nvlink_remediation_drain_deadline is 'later'"]),
     "a reset switch that is no boolean": ({"nvlink_remediation_reset_gpus": "perhaps"},
                                           ["nvlink_remediation_reset_gpus is \"perhaps\""]),
+    "a take-over owner that is no owner": ({"nvlink_remediation_take_over": ["Health"]},
+                                           ["nvlink_remediation_take_over is [\"Health\"]", "drain owners"]),
 }
 
 

@@ -35,6 +35,8 @@ MONITORING = "Monitoring"
 CHECKS = "Checks"
 HEALTH_RUN = "Check the GPU nodes' health"
 SLURM_STATE = "Read the Slurm nodes' state from the controller"
+# The health checks' verdicts into Slurm in the same run (the operations role's health_sync, included).
+HEALTH_SYNC = "Bring the GPU nodes' Slurm state in line with the health checks of this run"
 SUMMARY = "Summary"
 # The play's own tasks (not a role's) are listed.
 OWN = "(own tasks)"
@@ -46,16 +48,16 @@ PARTS = {
     "baseline": {HEAD: {"node_baseline"}, GPU: {"node_baseline", "node_tuning"}},
     "fabric": {HEAD: {"infiniband"}, GPU: {"infiniband"}},
     "gpu_stack": {GPU: {"nvidia_driver", "cuda_toolkit", "nccl", "dcgm"}},
-    "health": {GPU: {"health_check"}, HEALTH_RUN: {OWN}},
+    "health": {GPU: {"health_check"}, HEALTH_RUN: {OWN}, HEALTH_SYNC: {OWN}},
     # The team quotas' Kubernetes entry point is included (include_role), so it is listed as the play's own task.
     "kubernetes": {KUBERNETES: {"gpu_operator", OWN}},
-    "slurm": {SLURM: {"slurm"}, SLURM_STATE: {OWN}},
+    "slurm": {SLURM: {"slurm"}, HEALTH_SYNC: {OWN}, SLURM_STATE: {OWN}},
     "quota": {QUOTA: {"team_quota"}},
     # The inventory's reservations: the slurm role's entry point reservations (import_role).
     "reservations": {RESERVATIONS: {"slurm"}},
     "user_tools": {USER_TOOLS: {"user_tools"}},
     "monitoring": {GPU: {"dcgm_exporter", "monitoring"}, MONITORING: {"monitoring"}},
-    "checks": {CHECKS: {OWN}, HEALTH_RUN: {OWN}, SLURM_STATE: {OWN}},
+    "checks": {CHECKS: {OWN}, HEALTH_RUN: {OWN}, HEALTH_SYNC: {OWN}, SLURM_STATE: {OWN}},
 }
 
 PLAY_LINE = re.compile(r"^  play #\d+ \((?P<hosts>[^)]*)\): (?P<name>.*?)\tTAGS: \[(?P<tags>.*)\]$")
