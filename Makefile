@@ -27,7 +27,7 @@ export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
 .PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast docs molecule cluster cluster-test cluster-down time-report time-table test \
-	lab lab-down build build-check lock clean
+	lab lab-tour lab-down build build-check lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -132,6 +132,9 @@ lab: setup platform ## Bring up the lab cluster in containers, run playbooks/sit
 	ansible-playbook -i $(LAB_INVENTORY) lab/up.yml
 	ansible-playbook -i $(LAB_INVENTORY) playbooks/site.yml
 	ansible-playbook -i $(LAB_INVENTORY) lab/after.yml
+
+lab-tour: setup ## On a built lab: the researcher's and the operator's steps of docs/lab.md, their results asserted
+	ansible-playbook -i $(LAB_INVENTORY) lab/tour.yml
 
 lab-down: setup ## Remove the lab's containers and network
 	ansible-playbook -i $(LAB_INVENTORY) lab/down.yml
