@@ -180,7 +180,8 @@ def test_a_run_that_remediates_nothing_it_found_fails_saying_why(scenario, ctl, 
     flat = _flat(out)
     assert rc != 0 and "NVLink remediation remediated none of the 1 node(s)" in flat, out[-4000:]
     assert "1 not_ours (%s)" % a100 in flat, out[-4000:]
-    assert node_records(ctl, [a100])[a100]["Reason"] == "disk replacement by admin"
+    # Slurm appends who and when ("[root@2026-12-06T04:23:44]")
+    assert node_records(ctl, [a100])[a100]["Reason"].startswith("disk replacement by admin"), node_records(ctl, [a100])
     back_to_normal(scenario, ctl, nodes)
 
 
