@@ -111,3 +111,46 @@ def test_module_options_one_line_per_module_sorted():
     text = r.template("nvidia-options.conf.j2")
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines == ["options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords=RMCpuAffinity=1"]
+
+
+def _debian12():
+    return dict(DEBIAN13, distribution_version="12.12", distribution_major_version="12", distribution_release="bookworm")
+
+
+@pytest.mark.parametrize("module,kernel_package", [("proprietary", "nvidia-kernel-dkms"),
+                                                   ("open", "nvidia-kernel-open-dkms")])
+def test_debian_cuda_repo_takes_nvidias_names_and_the_fabric_manager_of_the_branch(module, kernel_package):
+    r = role("Debian.yml", _debian12(), nvidia_driver_method="cuda_repo", nvidia_driver_version="550.90.07",
+             nvidia_driver_kernel_module=module)
+    assert r.var("__nvidia_driver_packages")[module][0] == kernel_package
+    assert r.var("__nvidia_driver_kernel_module_package")[module] == kernel_package
+    # the branch comes from the version when no branch is set
+    assert r.var("__nvidia_driver_fabricmanager_packages") == ["nvidia-fabricmanager-550", "libnvidia-nscq-550"]
+    assert r.var("__nvidia_driver_cuda_repo_path") == NVIDIA + "/debian12/x86_64"
+    assert r.var("__nvidia_driver_key_url") == NVIDIA + "/debian12/x86_64/3bf863cc.pub"
+
+
+def test_debian_distribution_method_has_no_fabric_manager_and_debians_open_module_name():
+    r = role("Debian.yml", DEBIAN13, nvidia_driver_kernel_module="open")
+    assert r.var("__nvidia_driver_fabricmanager_packages") == []
+    assert r.var("__nvidia_driver_kernel_module_package")["open"] == "nvidia-open-kernel-dkms"
+
+
+def test_cuda_repo_pin_keeps_the_distributions_builds_out_before_the_version_pin():
+    r = role("Debian.yml", DEBIAN13, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_mirror_url="file:///srv/nvidia-mirror")
+    text = r.template("apt-preferences.j2")
+    block = text.index("Pin: release o=Debian\nPin-Priority: -1")
+    version = text.index("Pin: version 550.*\nPin-Priority: 1001")
+    assert block < version, "apt takes the first entry that matches a version"
+    blocked = re.search(r"^Package: (.*)\nPin: release o=Debian$", text, re.M).group(1).split()
+    assert {"nvidia-fabricmanager-550", "libnvidia-nscq-550", "nvidia-*", "libnvidia-*", "libcuda*"} <= set(blocked)
+    assert "file:///srv/nvidia-mirror/debian13/x86_64" in text
+    # the distribution method blocks nothing
+    assert "Pin: release" not in role("Debian.yml", DEBIAN13, nvidia_driver_branch="550").template("apt-preferences.j2")
+
+
+def test_madison_source_of_a_file_mirror_is_apts_spelling():
+    r = role("Debian.yml", _debian12(), nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             nvidia_driver_mirror_url="file:///srv/nvidia-mirror/")
+    assert r.var("__nvidia_driver_offer_source") == "file:/srv/nvidia-mirror/debian12/x86_64"

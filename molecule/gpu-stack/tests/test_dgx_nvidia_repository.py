@@ -1,0 +1,98 @@
+"""A DGX node on Debian 12 from NVIDIA's repository, as its operator sees it: the driver, the fabric manager and NSCQ
+of one version, DCGM 4 for CUDA 12 and NCCL 2.18.3-1+cuda12.2, all held and all from the mirror
+(/srv/nvidia-mirror: the repository twin of prepare.yml), although Debian's own non-free offers the same names.
+"""
+
+import json
+
+import pytest
+
+import repo_twin
+
+MIRROR = "file:/srv/nvidia-mirror/debian12/x86_64"
+BRANCH = "550"
+# The newest version of the branch the twin offers: what the role chooses for nvidia_driver_branch "550".
+DRIVER = max((d["version"] for d in repo_twin.load()["drivers"] if d["version"].startswith(BRANCH + ".")),
+             key=lambda v: [int(p) for p in v.split(".")])
+DRIVER_PACKAGES = ["nvidia-kernel-dkms", "nvidia-smi", "libnvidia-ml1", "libcuda1", "firmware-nvidia-gsp",
+                   "nvidia-fabricmanager-550", "libnvidia-nscq-550"]
+DCGM = ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"]
+NCCL = ["libnccl2", "libnccl-dev"]
+
+
+@pytest.fixture(autouse=True)
+def _dgx_only(host):
+    if "dgx_nodes" not in host.ansible.get_variables()["group_names"]:
+        pytest.skip("the DGX node's test (the other nodes take Debian's archive)")
+
+
+def _want(host, package):
+    return host.check_output("dpkg-query -W -f '${db:Status-Want}' %s" % package)
+
+
+@pytest.mark.parametrize("package", DRIVER_PACKAGES)
+def test_driver_fabric_manager_and_nscq_at_one_version_and_held(host, package):
+    pkg = host.package(package)
+    assert pkg.is_installed
+    assert pkg.version == DRIVER + "-1"
+    assert _want(host, package) == "hold"
+
+
+def test_fabric_manager_is_enabled(host):
+    assert host.service("nvidia-fabricmanager").is_enabled
+    assert host.file("/usr/share/doc/nvidia-fabricmanager-550/gpucluster-twin").exists
+
+
+@pytest.mark.parametrize("package", DCGM)
+def test_dcgm_4_for_cuda_12_held(host, package):
+    assert host.package(package).version.startswith("1:4.")
+    assert _want(host, package) == "hold"
+    assert host.service("nvidia-dcgm").is_enabled
+
+
+@pytest.mark.parametrize("package", NCCL)
+def test_nccl_2_18_3_for_cuda_12_2_held(host, package):
+    assert host.package(package).version == "2.18.3-1+cuda12.2"
+    assert _want(host, package) == "hold"
+
+
+def test_debian_offers_the_same_names_yet_the_pin_keeps_them_out(host):
+    madison = host.check_output("apt-cache madison nvidia-smi libcuda1")
+    debian = [line for line in madison.splitlines() if "deb.debian.org" in line]
+    assert debian, "Debian's non-free must offer nvidia-smi and libcuda1 here: %s" % madison
+    policy = host.check_output("apt-cache policy nvidia-smi")
+    assert "Candidate: %s-1" % DRIVER in policy
+    version = debian[0].split("|")[1].strip()
+    attempt = host.run("apt-get install -s nvidia-smi=%s" % version)
+    assert attempt.rc != 0, attempt.stdout
+
+
+def test_every_nvidia_package_came_from_the_mirror(host):
+    """Every package apt installed whose name is NVIDIA's is at a version that only the mirror offers."""
+    history = host.file("/var/log/apt/history.log").content_string
+    installed = {}
+    for line in history.splitlines():
+        if line.startswith("Install: ") or line.startswith("Upgrade: "):
+            for item in line.split(": ", 1)[1].split("), "):
+                name, version = item.split(" (", 1)
+                installed[name.split(":")[0]] = version.rstrip(")").split(", ")[-1]
+    nvidia = {name: version for name, version in installed.items()
+              if name.startswith(("nvidia-", "libnvidia-", "libcuda", "firmware-nvidia", "datacenter-gpu-manager",
+                                  "libnccl"))}
+    assert set(DRIVER_PACKAGES + DCGM + NCCL) <= set(nvidia)
+    for name, version in sorted(nvidia.items()):
+        sources = [line.split("|")[2].strip() for line in host.check_output("apt-cache madison %s" % name).splitlines()
+                   if line.split("|")[1].strip() == version]
+        assert sources and all(source.startswith(MIRROR) for source in sources), (name, version, sources)
+        assert host.file("/usr/share/doc/%s/gpucluster-twin" % name).exists, name
+
+
+def test_no_debian_driver_components_of_the_distribution_method(host):
+    assert not host.file("/etc/apt/sources.list.d/gpucluster-nvidia.sources").exists
+    assert host.file("/etc/apt/sources.list.d/gpucluster-cuda-debian12.sources").contains(MIRROR.replace(":", "://", 1))
+
+
+def test_stack_fact_reports_the_driver_and_nccl(host):
+    fact = json.loads(host.check_output("/etc/ansible/facts.d/gpucluster_gpu_stack.fact"))
+    assert fact["driver"]["installed"] == DRIVER
+    assert fact["nccl"]["package_version"] == "2.18.3-1+cuda12.2"
