@@ -57,28 +57,37 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES_DIR = os.path.join(ROOT, "inventories", "examples")
 EXAMPLES = sorted(d for d in os.listdir(EXAMPLES_DIR) if os.path.isfile(os.path.join(EXAMPLES_DIR, d, "hosts.yml")))
 
-# What each example must come to: GPU nodes and GPUs of the whole cluster; per node type (Slurm GPU type) the Slurm
-# compute nodes and GPUs per node; the Kubernetes GPU nodes (group kubernetes_gpu_nodes) per GPU type, when there are
-# any; and the IPoIB rails of a GPU node (one address per rail).
+# What each example must come to: GPU nodes and GPUs of the whole cluster; per Slurm node type (one NodeName line)
+# its Slurm GPU type, Slurm compute nodes and GPUs per node (two node types may share a GPU type: dgx-a100-50gpu's
+# DGX A100 and A100 PCIe servers are both a100); the Kubernetes GPU nodes (group kubernetes_gpu_nodes) the same way,
+# when there are any; the node types (child groups of gpu_nodes); and the IPoIB rails of a GPU node (one address per
+# rail).
 EXPECTED = {
-    "dgx-a100-50gpu": {"gpu_nodes": 10, "gpus": 50, "types": {"a100": (4, 8), "l40s": (4, 3)},
-                       "kubernetes": {"l40s": (2, 3)}, "rails": 1},
-    "hgx-h100-256": {"gpu_nodes": 32, "gpus": 256, "types": {"h100": (32, 8)}, "kubernetes": {}, "rails": 1},
-    "hgx-h100-400gpu": {"gpu_nodes": 50, "gpus": 400, "types": {"h100": (50, 8)}, "kubernetes": {}, "rails": 2},
-    "mixed-a100-l40s": {"gpu_nodes": 40, "gpus": 224, "types": {"a100": (16, 8), "l40s": (24, 4)}, "kubernetes": {},
-                        "rails": 1},
+    "dgx-a100-50gpu": {"gpu_nodes": 10, "gpus": 50, "types": [("a100", 4, 8), ("a100", 4, 3)],
+                       "kubernetes": [("a100", 2, 3)], "node_types": 2, "rails": 1},
+    "hgx-h100-256": {"gpu_nodes": 32, "gpus": 256, "types": [("h100", 32, 8)], "kubernetes": [], "node_types": 1,
+                     "rails": 1},
+    "hgx-h100-400gpu": {"gpu_nodes": 50, "gpus": 400, "types": [("h100", 50, 8)], "kubernetes": [], "node_types": 1,
+                        "rails": 2},
+    "mixed-a100-l40s": {"gpu_nodes": 40, "gpus": 224, "types": [("a100", 16, 8), ("l40s", 24, 4)], "kubernetes": [],
+                        "node_types": 2, "rails": 1},
 }
 KUBERNETES_GROUP = "kubernetes_gpu_nodes"
 
 
 def slurm_nodes(name):
     """The Slurm compute nodes an example must have."""
-    return sum(nodes for nodes, _per_node in EXPECTED[name]["types"].values())
+    return sum(nodes for _gpu_type, nodes, _per_node in EXPECTED[name]["types"])
 
 
 def slurm_gpus(name):
     """The GPUs of an example's Slurm compute nodes (the whole cluster's where no GPU node is Kubernetes')."""
-    return sum(nodes * per_node for nodes, per_node in EXPECTED[name]["types"].values())
+    return sum(nodes * per_node for _gpu_type, nodes, per_node in EXPECTED[name]["types"])
+
+
+def gpu_types(name):
+    """The Slurm GPU types of an example's compute nodes."""
+    return sorted({gpu_type for gpu_type, _nodes, _per_node in EXPECTED[name]["types"]})
 
 
 # Host variables the roles read that are not role arguments (README: slurm, node_baseline, monitoring), and the
@@ -261,21 +270,24 @@ def test_groups_of_the_site_playbook(example):
     assert set(example.hosts("slurm_login")) == set(example.hosts("head_nodes"))
     # Every GPU node is a Slurm compute node or a Kubernetes GPU node, never both.
     kubernetes = example.groups.get(KUBERNETES_GROUP, [])
-    assert len(kubernetes) == sum(nodes for nodes, _per_node in expected["kubernetes"].values())
+    assert len(kubernetes) == sum(nodes for _gpu_type, nodes, _per_node in expected["kubernetes"])
     assert set(kubernetes) <= set(gpu_nodes)
     assert sorted(example.hosts("slurm_compute")) == sorted(set(gpu_nodes) - set(kubernetes))
     assert len(example.hosts("slurm_compute")) == slurm_nodes(example.name)
     assert not set(gpu_nodes) & set(example.hosts("head_nodes"))
     # Node types: child groups of gpu_nodes that split it without overlap.
     types = [g.name for g in example.inventory.groups["gpu_nodes"].child_groups]
-    assert len(types) == len(set(expected["types"]) | set(expected["kubernetes"]))
+    assert len(types) == expected["node_types"]
     assert sorted(h for t in types for h in example.groups[t]) == sorted(gpu_nodes)
     # The whole cluster's GPUs, as the nodes' health checks expect them.
     assert sum(example.value(h, "health_check_expected")["gpu_count"] for h in gpu_nodes) == expected["gpus"]
-    for gpu_type, (nodes, per_node) in expected["kubernetes"].items():
-        assert [h for h in kubernetes if example.value(h, "slurm_node_gres")[0]["type"] == gpu_type] == kubernetes
-        assert {example.value(h, "health_check_expected")["gpu_count"] for h in kubernetes} == {per_node}
-        assert len(kubernetes) == nodes
+    # The Kubernetes GPU nodes by (GPU type, GPUs per node), as Slurm would type them.
+    found = {}
+    for host in kubernetes:
+        gpu_type = example.value(host, "slurm_node_gres")[0]["type"]
+        key = (gpu_type, example.value(host, "health_check_expected")["gpu_count"])
+        found[key] = found.get(key, 0) + 1
+    assert found == {(gpu_type, per_node): nodes for gpu_type, nodes, per_node in expected["kubernetes"]}
 
 
 def test_kubernetes_gpu_nodes_get_no_slurm(example):
@@ -347,12 +359,12 @@ def test_health_expectations_pass_the_checker_and_match_slurm(example):
 def test_node_lines_are_one_per_node_type(example):
     """The filter the render uses, called in-process on Ansible's hostvars: one line per node type."""
     lines = NodeLineFilters().filters()["slurm_node_lines"](example.groups["slurm_compute"], example.hostvars)
-    expected = EXPECTED[example.name]["types"]
-    assert len(lines) == len(expected)
+    found = []
     for line in lines:
         fields = dict(f.split("=", 1) for f in line.split())
         _name, gpu_type, count = fields["Gres"].split(":")
-        assert (len(expand_hostlist(fields["NodeName"])), int(count)) == expected[gpu_type], line
+        found.append((gpu_type, len(expand_hostlist(fields["NodeName"])), int(count)))
+    assert sorted(found) == sorted(EXPECTED[example.name]["types"]), lines
 
 
 def test_ipoib_addresses_do_not_collide(example):
@@ -378,10 +390,10 @@ def test_ipoib_addresses_do_not_collide(example):
 def test_team_quota_model(example):
     controller = example.hosts("slurm_controller")[0]
     teams = example.value(controller, "team_quota_teams")
-    gpu_types = example.value(controller, "team_quota_gpu_types")
-    model = TeamQuotaFilters().filters()["team_quotas"](teams, gpu_types)
+    quota_types = example.value(controller, "team_quota_gpu_types")
+    model = TeamQuotaFilters().filters()["team_quotas"](teams, quota_types)
     assert len(model["teams"]) == len(teams) >= 2
-    assert sorted(gpu_types) == sorted(EXPECTED[example.name]["types"])
+    assert sorted(quota_types) == gpu_types(example.name)
     partitions = {p["name"] for p in example.value(controller, "slurm_partitions")}
     for team in teams.values():
         assert set(team.get("partitions", [])) <= partitions, team
@@ -392,7 +404,7 @@ def test_team_quota_model(example):
     # Each team's GPUs at once fit the GPUs of its types; the monthly budgets fit the cluster's GPU-hours.
     types = EXPECTED[example.name]["types"]
     for team in teams.values():
-        gpus = sum(n * per for t, (n, per) in types.items() if t in team.get("gpu_types", list(types)))
+        gpus = sum(n * per for t, n, per in types if t in team.get("gpu_types", [t for t, _n, _per in types]))
         assert 0 < team["max_concurrent"] <= gpus, team
     monthly = [int(team["gpu_hours"].split("/")[0]) for team in teams.values() if team["gpu_hours"].endswith("/month")]
     assert len(monthly) == len(teams) and sum(monthly) <= slurm_gpus(example.name) * 730
@@ -420,9 +432,8 @@ def _team_quota_preflight(example, **overrides):
 def test_team_quota_preflight_accepts_the_teams_against_the_cluster(example):
     """The role's own preflight expressions: the cluster it reads is the one the render declares, and the teams fit."""
     cluster, team_model = _team_quota_preflight(example)
-    types = EXPECTED[example.name]["types"]
     assert len(cluster["nodes"]) == slurm_nodes(example.name)
-    assert sorted(set(t for c in cluster["nodes"].values() for t in c)) == sorted(types)
+    assert sorted(set(t for c in cluster["nodes"].values() for t in c)) == gpu_types(example.name)
     assert sum(sum(c.values()) for c in cluster["nodes"].values()) == slurm_gpus(example.name)
     controller = example.hosts("slurm_controller")[0]
     assert sorted(cluster["partitions"]) == sorted(p["name"] for p in example.value(controller, "slurm_partitions"))
@@ -474,14 +485,12 @@ def test_slurm_render_passes_the_config_checker(playbook_runs, name, tmp_path):
     expected = EXPECTED[name]
     lines = files["slurm.conf"].splitlines()
     nodes = [dict(f.split("=", 1) for f in line.split()) for line in lines if line.startswith("NodeName=")]
-    assert len(nodes) == len(expected["types"])
-    total = 0
+    found = []
     for node in nodes:
         _gpu, gpu_type, count = node["Gres"].split(":")
-        names = expand_hostlist(node["NodeName"])
-        assert (len(names), int(count)) == expected["types"][gpu_type]
-        total += len(names) * int(count)
-    assert total == slurm_gpus(name)
+        found.append((gpu_type, len(expand_hostlist(node["NodeName"])), int(count)))
+    assert sorted(found) == sorted(expected["types"]), nodes
+    assert sum(n * per for _t, n, per in found) == slurm_gpus(name)
     gres = [line for line in files["gres.conf"].splitlines() if line.startswith("NodeName=")]
     assert len(gres) == len(expected["types"])
     switches = [line for line in files["topology.conf"].splitlines() if line.startswith("SwitchName=")]
@@ -490,7 +499,7 @@ def test_slurm_render_passes_the_config_checker(playbook_runs, name, tmp_path):
     assert sorted(under_leaves) == sorted(n for node in nodes for n in expand_hostlist(node["NodeName"]))
     keys = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith(("#", "NodeName", "PartitionName")))
     assert keys["TopologyPlugin"] == "topology/tree" and keys["SlurmctldParameters"] == "enable_configless"
-    assert keys["AccountingStorageTRES"] == ",".join(["gres/gpu"] + ["gres/gpu:%s" % t for t in sorted(expected["types"])])
+    assert keys["AccountingStorageTRES"] == ",".join(["gres/gpu"] + ["gres/gpu:%s" % t for t in gpu_types(name)])
     assert keys["ProctrackType"] == "proctrack/cgroup"  # real nodes: no container overrides
 
 
@@ -509,7 +518,7 @@ def test_ansible_inventory_graph(playbook_runs, name):
     assert "WARNING" not in err, err
     groups = _graph_groups(out)
     expected = EXPECTED[name]
-    kubernetes = sum(nodes for nodes, _per_node in expected["kubernetes"].values())
+    kubernetes = sum(nodes for _gpu_type, nodes, _per_node in expected["kubernetes"])
     assert {"head_nodes", "gpu_nodes", "slurm_controller", "slurm_database", "slurm_login", "slurm_compute"} <= set(groups)
     assert groups["all"] == groups["head_nodes"] | groups["gpu_nodes"]
     assert len(groups["gpu_nodes"]) == expected["gpu_nodes"]

@@ -47,7 +47,7 @@ ALWAYS = {FACTS: {OWN}, INVENTORY_CHECK: {OWN}, SUMMARY: {OWN}}
 PARTS = {
     "baseline": {HEAD: {"node_baseline"}, GPU: {"node_baseline", "node_tuning"}},
     "fabric": {HEAD: {"infiniband"}, GPU: {"infiniband"}},
-    "gpu_stack": {GPU: {"nvidia_driver", "cuda_toolkit", "nccl", "dcgm"}},
+    "gpu_stack": {GPU: {"nvidia_driver", "cuda_toolkit", "nccl", "container_toolkit", "dcgm"}},
     "health": {GPU: {"health_check"}, HEALTH_RUN: {OWN}, HEALTH_SYNC: {OWN}},
     # The team quotas' Kubernetes entry point is included (include_role), so it is listed as the play's own task.
     "kubernetes": {KUBERNETES: {"gpu_operator", OWN}},

@@ -10,6 +10,7 @@ import pytest
 import repo_twin
 
 MIRROR = "file:/srv/nvidia-mirror/debian12/x86_64"
+TOOLKIT_MIRROR = "file:/srv/nvidia-container-mirror/amd64"
 BRANCH = "550"
 # The newest version of the branch the twin offers: what the role chooses for nvidia_driver_branch "550".
 DRIVER = max((d["version"] for d in repo_twin.load()["drivers"] if d["version"].startswith(BRANCH + ".")),
@@ -68,7 +69,7 @@ def test_debian_offers_the_same_names_yet_the_pin_keeps_them_out(host):
 
 
 def test_every_nvidia_package_came_from_the_mirror(host):
-    """Every package apt installed whose name is NVIDIA's is at a version that only the mirror offers."""
+    """Every package apt installed whose name is NVIDIA's is at a version that only the mirrors offer."""
     history = host.file("/var/log/apt/history.log").content_string
     installed = {}
     for line in history.splitlines():
@@ -83,7 +84,7 @@ def test_every_nvidia_package_came_from_the_mirror(host):
     for name, version in sorted(nvidia.items()):
         sources = [line.split("|")[2].strip() for line in host.check_output("apt-cache madison %s" % name).splitlines()
                    if line.split("|")[1].strip() == version]
-        assert sources and all(source.startswith(MIRROR) for source in sources), (name, version, sources)
+        assert sources and all(source.startswith((MIRROR, TOOLKIT_MIRROR)) for source in sources), (name, version, sources)
         assert host.file("/usr/share/doc/%s/gpucluster-twin" % name).exists, name
 
 
@@ -96,3 +97,17 @@ def test_stack_fact_reports_the_driver_and_nccl(host):
     fact = json.loads(host.check_output("/etc/ansible/facts.d/gpucluster_gpu_stack.fact"))
     assert fact["driver"]["installed"] == DRIVER
     assert fact["nccl"]["package_version"] == "2.18.3-1+cuda12.2"
+
+
+TOOLKIT = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+           "libnvidia-container-tools"]
+
+
+@pytest.mark.parametrize("package", TOOLKIT)
+def test_container_toolkit_at_one_version_held_from_its_mirror(host, package):
+    pkg = host.package(package)
+    assert pkg.is_installed and pkg.version == "1.16.1-1"
+    assert _want(host, package) == "hold"
+    sources = host.check_output("apt-cache madison %s" % package)
+    assert TOOLKIT_MIRROR in sources
+    assert host.file("/usr/bin/nvidia-ctk").exists or package != "nvidia-container-toolkit-base"

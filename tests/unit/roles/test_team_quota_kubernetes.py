@@ -50,11 +50,11 @@ def _run(tmp_path, teams, types):
     assert os.path.isfile(PREFLIGHT), (
         "roles/_common/tasks/kubernetes_preflight.yml (the shared Kubernetes preflight, written on branch wt/gpuop) "
         "is missing: the Kubernetes entry point includes it")
-    gres = [{"name": "gpu", "type": "l40s", "count": 3}]
-    nodes = offline_hosts({"l40s05": DEBIAN12_CONTAINER, "l40s06": DEBIAN12_CONTAINER}, slurm_node_gres=gres)
+    gres = [{"name": "gpu", "type": "a100", "count": 3}]
+    nodes = offline_hosts({"a100s05": DEBIAN12_CONTAINER, "a100s06": DEBIAN12_CONTAINER}, slurm_node_gres=gres)
     inventory = {"all": {"hosts": dict(nodes, localhost=offline_host({}, STAND_IN, offline_node_tmp_dirs=True)),
                          "vars": {"team_quota_teams": teams, "team_quota_gpu_types": types},
-                         "children": {"kubernetes_gpu_nodes": {"hosts": {"l40s05": {}, "l40s06": {}}}}}}
+                         "children": {"kubernetes_gpu_nodes": {"hosts": {"a100s05": {}, "a100s06": {}}}}}}
     play = [{"name": "Kubernetes", "hosts": "kubernetes_gpu_nodes", "gather_facts": False, "check_mode": True,
              "tasks": [{"name": "Team quotas on Kubernetes", "ansible.builtin.include_role": {
                  "name": "gpucluster.ops.team_quota", "tasks_from": "kubernetes"}}]}]
@@ -68,7 +68,7 @@ def test_check_mode_hands_the_checked_objects_to_the_stand_in(tmp_path):
     assert not [c for c in calls if c.get("refused")], calls
     applied = [c for c in calls if c.get("module") == "kubernetes.core.k8s"]
     assert {c["host"] for c in applied} == {"localhost"}, applied      # delegated, and once
-    cluster = {"nodes": {"l40s05": {"l40s": 3}, "l40s06": {"l40s": 3}}}
+    cluster = {"nodes": {"a100s05": {"a100": 3}, "a100s06": {"a100": 3}}}
     want = model.build(teams, gpu_types=types, kubernetes_cluster=cluster,
                        kubernetes_name="the Kubernetes GPU nodes (inventory group kubernetes_gpu_nodes)")["kubernetes"]
     assert [c["args"]["definition"] for c in applied] == want
@@ -76,8 +76,7 @@ def test_check_mode_hands_the_checked_objects_to_the_stand_in(tmp_path):
         assert call["args"]["state"] == "present" and call["args"]["apply"] is True, call
         assert call["args"]["server_side_apply"]["field_manager"] == "gpucluster.ops", call
     pool = [o for o in want if o["kind"] == "Cohort"][0]["spec"]["resourceGroups"][0]["flavors"]
-    assert pool == [{"name": "gpu-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]},
-                    {"name": "gpu-l40s", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]
+    assert pool == [{"name": "gpu-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]
     assert sorted(o["metadata"]["name"] for o in want if o["kind"] == "ClusterQueue") == ["research"]
     # The removed team's queue is named, with its work, and left alone (no delete was asked of the stand-in).
     assert "team_quota: ClusterQueue vision (team vision) is no longer in team_quota_teams and was left in place with 2 " \
@@ -93,5 +92,5 @@ def test_a_team_beyond_the_kubernetes_gpus_fails_before_any_call(tmp_path):
     assert rc == 2, out
     assert "team_quota_teams.research.kubernetes_max_concurrent is 7, more than the 6 GPUs on the Kubernetes GPU " \
            "nodes (inventory group kubernetes_gpu_nodes)" in " ".join(out.split()), out
-    assert "host l40s05" in out, out
+    assert "host a100s05" in out, out
     assert not [c for c in calls if c.get("module") in ("kubernetes.core.k8s", "kubernetes.core.k8s_info")], calls
