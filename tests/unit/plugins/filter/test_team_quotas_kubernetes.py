@@ -280,8 +280,9 @@ def _expected():
 def _example_kubernetes(name, types):
     """The example's Kubernetes GPU nodes' GPUs (test_example_inventories.EXPECTED holds what each comes to); an
     example without any stands in its Slurm nodes' GPUs, as if Kubernetes ran them, to compare the two sides."""
-    per_type = _expected()[name]["kubernetes"] or _expected()[name]["types"]
-    return {"nodes": dict(("%s-%d" % (gpu, n), {gpu: per_node}) for gpu, (count, per_node) in per_type.items()
+    node_types = _expected()[name]["kubernetes"] or _expected()[name]["types"]
+    return {"nodes": dict(("%s-%d-%d" % (gpu, kind, n), {gpu: per_node})
+                          for kind, (gpu, count, per_node) in enumerate(node_types)
                           for n in range(count) if gpu in types)}
 
 
