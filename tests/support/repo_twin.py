@@ -4,6 +4,7 @@ pinning and holds run for real against NVIDIA's structure while only the payload
 stands in for the hardware).
 
     python3 tests/support/repo_twin.py OUT [--omit NAME=VERSION ...] [--archive FILE.tar] [--gnupghome DIR]
+                                           [--repository NAME] [--manifest FILE]
 
 writes OUT/<repository path>/ (the .deb files, Packages, Packages.gz, Release, InRelease, Release.gpg and the public
 key under the manifest's key file name) and prints a JSON summary. The signing key is made afresh in a temporary GnuPG
@@ -206,10 +207,12 @@ def main(argv=None):
     parser.add_argument("--repository", default="cuda")
     parser.add_argument("--archive", help="also pack OUT into this tar file (paths relative to OUT)")
     parser.add_argument("--gnupghome", help="sign with the key kept here (made on first use), not a fresh one")
+    parser.add_argument("--manifest", default=MANIFEST, help="another manifest of the same form (default: NVIDIA's)")
     args = parser.parse_args(argv)
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
-    summary = build(args.out, omit=args.omit, repository=args.repository, gnupghome=args.gnupghome)
+    summary = build(args.out, manifest=load(args.manifest), omit=args.omit, repository=args.repository,
+                    gnupghome=args.gnupghome)
     if args.archive:
         with tarfile.open(args.archive, "w") as archive:
             archive.add(args.out, arcname=".")

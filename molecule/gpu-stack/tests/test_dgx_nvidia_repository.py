@@ -57,29 +57,34 @@ def test_nccl_2_18_3_for_cuda_12_2_held(host, package):
     assert _want(host, package) == "hold"
 
 
-def test_debian_offers_the_same_names_yet_the_pin_keeps_them_out(host):
-    madison = host.check_output("apt-cache madison nvidia-smi libcuda1")
-    debian = [line for line in madison.splitlines() if "deb.debian.org" in line]
-    assert debian, "Debian's non-free must offer nvidia-smi and libcuda1 here: %s" % madison
-    policy = host.check_output("apt-cache policy nvidia-smi")
-    assert "Candidate: %s-1" % DRIVER in policy
-    version = debian[0].split("|")[1].strip()
-    attempt = host.run("apt-get install -s nvidia-smi=%s" % version)
-    assert attempt.rc != 0, attempt.stdout
+@pytest.mark.parametrize("package", ["nvidia-smi", "libcuda1", "nvidia-kernel-dkms"])
+def test_debian_offers_the_same_names_yet_the_pin_keeps_them_out(host, package):
+    """Debian's non-free (535) and a repository of Origin Debian with the branch's 550.163.01 (debian-builds.yml,
+    above NVIDIA's version, which the branch pin alone would choose) offer the same names: apt's candidate stays
+    NVIDIA's."""
+    madison = host.check_output("apt-cache madison %s" % package)
+    debian = [line.split("|")[1].strip() for line in madison.splitlines()
+              if "deb.debian.org" in line or "file:/srv/debian-builds" in line]
+    assert "550.163.01-1~deb12u1" in debian and [v for v in debian if v.startswith("535.")], madison
+    policy = host.check_output("apt-cache policy %s" % package)
+    assert "Candidate: %s-1" % DRIVER in policy, policy
+    assert host.package(package).version == DRIVER + "-1"
 
 
 def test_every_nvidia_package_came_from_the_mirror(host):
-    """Every package apt installed whose name is NVIDIA's is at a version that only the mirrors offer."""
+    """Every package apt installed whose name NVIDIA's repositories have (the twin's manifest) is at a version that only
+    the mirrors offer; Debian's CUDA toolkit beside it comes from Debian."""
     history = host.file("/var/log/apt/history.log").content_string
     installed = {}
     for line in history.splitlines():
         if line.startswith("Install: ") or line.startswith("Upgrade: "):
             for item in line.split(": ", 1)[1].split("), "):
                 name, version = item.split(" (", 1)
-                installed[name.split(":")[0]] = version.rstrip(")").split(", ")[-1]
-    nvidia = {name: version for name, version in installed.items()
-              if name.startswith(("nvidia-", "libnvidia-", "libcuda", "firmware-nvidia", "datacenter-gpu-manager",
-                                  "libnccl"))}
+                # "(550.90.07-1)", "(11.8.89~11.8.0-5~deb12u1, automatic)", "(old, new)" for an upgrade
+                versions = version.rstrip(")").split(", ")
+                installed[name.split(":")[0]] = versions[1] if line.startswith("Upgrade: ") else versions[0]
+    names = {package["name"] for package in repo_twin.expand(repo_twin.load())}
+    nvidia = {name: version for name, version in installed.items() if name in names}
     assert set(DRIVER_PACKAGES + DCGM + NCCL) <= set(nvidia)
     for name, version in sorted(nvidia.items()):
         sources = [line.split("|")[2].strip() for line in host.check_output("apt-cache madison %s" % name).splitlines()
@@ -111,3 +116,9 @@ def test_container_toolkit_at_one_version_held_from_its_mirror(host, package):
     sources = host.check_output("apt-cache madison %s" % package)
     assert TOOLKIT_MIRROR in sources
     assert host.file("/usr/bin/nvidia-ctk").exists or package != "nvidia-container-toolkit-base"
+
+
+def test_debians_cuda_toolkit_beside_nvidias_driver(host):
+    """The pin keeps Debian's builds of the driver's packages out, not Debian's CUDA toolkit."""
+    assert host.package("nvidia-cuda-toolkit").is_installed
+    assert "release 11.8" in host.check_output("nvcc --version")

@@ -144,7 +144,11 @@ def test_cuda_repo_pin_keeps_the_distributions_builds_out_before_the_version_pin
     version = text.index("Pin: version 550.*\nPin-Priority: 1001")
     assert block < version, "apt takes the first entry that matches a version"
     blocked = re.search(r"^Package: (.*)\nPin: release o=Debian$", text, re.M).group(1).split()
-    assert {"nvidia-fabricmanager-550", "libnvidia-nscq-550", "nvidia-*", "libnvidia-*", "libcuda*"} <= set(blocked)
+    assert {"nvidia-fabricmanager-550", "libnvidia-nscq-550", "nvidia-smi", "libcuda1", "nvidia-kernel-open-dkms",
+            "nvidia-open-kernel-dkms", "nvidia-persistenced"} <= set(blocked)
+    # names, not globs: Debian's CUDA toolkit and the driver's helper packages of their own versions stay available
+    assert not [name for name in blocked if "*" in name]
+    assert not {"nvidia-cuda-toolkit", "nvidia-kernel-common", "nvidia-support"} & set(blocked)
     assert "file:///srv/nvidia-mirror/debian13/x86_64" in text
     # the distribution method blocks nothing
     assert "Pin: release" not in role("Debian.yml", DEBIAN13, nvidia_driver_branch="550").template("apt-preferences.j2")
