@@ -77,29 +77,8 @@ stdout_lines:
   elements: str
 """
 
-import os
-import shutil
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-
-
-def _sources(params):
-    lines = ["Types: deb", "URIs: %s" % params["uri"], "Suites: %s" % params["suite"]]
-    if params["components"]:
-        lines.append("Components: %s" % " ".join(params["components"]))
-    if params["signed_by"] and os.path.exists(params["signed_by"]):
-        lines.append("Signed-By: %s" % params["signed_by"])
-    else:
-        lines.append("Trusted: yes")
-    return "\n".join(lines) + "\n"
-
-
-def _options(scratch):
-    return ["-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=%s/sources" % scratch,
-            "-o", "Dir::Etc::PreferencesParts=%s/preferences" % scratch, "-o", "Dir::Etc::Preferences=/dev/null",
-            "-o", "Dir::State=%s/state" % scratch, "-o", "Dir::State::status=%s/status" % scratch,
-            "-o", "Dir::Cache=%s/cache" % scratch, "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root"]
+from ansible_collections.gpucluster.ops.plugins.module_utils._apt_scratch import ScratchApt
 
 
 def offers_of(lines, packages):
@@ -123,33 +102,16 @@ def main():
         ),
         supports_check_mode=True,
     )
-    scratch = tempfile.mkdtemp(prefix="gpucluster-apt-offer-")
-    try:
-        for directory in ("sources", "preferences", "state/lists/partial", "cache/archives/partial"):
-            os.makedirs(os.path.join(scratch, directory))
-        with open(os.path.join(scratch, "status"), "w"):
-            pass
-        with open(os.path.join(scratch, "sources", "offer.sources"), "w") as handle:
-            handle.write(_sources(module.params))
-        options = _options(scratch)
-        rc, out, err = module.run_command(["apt-get", "-q"] + options + ["update"], environ_update={"LC_ALL": "C"})
-        verified = "Signed-By:" in _sources(module.params)
-        # Unverified (Trusted: yes), apt still warns of a signature it cannot check: that is not a failure here.
-        failed = [line for line in (out + err).splitlines() if line.startswith(("E:", "W:", "Err:"))
-                  and (verified or "GPG error" not in line)]
-        if rc != 0 or failed:
-            module.fail_json(msg="cannot read the package index of %s (suite %s): %s" % (
-                module.params["uri"], module.params["suite"], " ".join(failed) or err.strip() or out.strip()))
-        rc, out, err = module.run_command(["apt-cache"] + options + ["madison"] + module.params["packages"],
-                                          environ_update={"LC_ALL": "C"})
+    params = module.params
+    with ScratchApt(module, params["uri"], params["suite"], params["components"], params["signed_by"]) as apt:
+        apt.update()
+        rc, out, err = apt.run("apt-cache", ["madison"] + params["packages"])
         # apt-cache madison exits 0 and prints nothing for a package no repository has.
         if rc != 0:
-            module.fail_json(msg="apt-cache madison failed on the index of %s: %s" % (module.params["uri"], err.strip()))
-        lines = [line for line in out.splitlines() if "|" in line]
-        module.exit_json(changed=False, offers=offers_of(lines, module.params["packages"]), stdout="\n".join(lines),
-                         stdout_lines=lines)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            module.fail_json(msg="apt-cache madison failed on the index of %s: %s" % (params["uri"], err.strip()))
+    lines = [line for line in out.splitlines() if "|" in line]
+    module.exit_json(changed=False, offers=offers_of(lines, params["packages"]), stdout="\n".join(lines),
+                     stdout_lines=lines)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A DGX node on Debian 12 from NVIDIA's repository, as its operator sees it: the driver, the fabric manager and NSCQ
-of one version, DCGM 4 for CUDA 12 and NCCL 2.18.3-1+cuda12.2, all held and all from the mirror
-(/srv/nvidia-mirror: the repository twin of prepare.yml), although Debian's own non-free offers the same names.
+of one version, DCGM 4 for CUDA 12 and NCCL 2.18.3-1+cuda12.2, all held and all from the site mirror
+(built by playbooks/mirror.yml from the repository twins of prepare.yml, served over HTTP), although Debian's own non-free offers the same names.
 """
 
 import json
@@ -9,8 +9,9 @@ import pytest
 
 import repo_twin
 
-MIRROR = "file:/srv/nvidia-mirror/debian12/x86_64"
-TOOLKIT_MIRROR = "file:/srv/nvidia-container-mirror/amd64"
+# The site mirror that playbooks/mirror.yml built on the Debian 12 node from the twins of NVIDIA's repositories.
+MIRROR = "http://deb12-gpu-stack:8080/cuda/debian12/x86_64"
+TOOLKIT_MIRROR = "http://deb12-gpu-stack:8080/libnvidia-container/amd64"
 BRANCH = "550"
 # The newest version of the branch the twin offers: what the role chooses for nvidia_driver_branch "550".
 DRIVER = max((d["version"] for d in repo_twin.load()["drivers"] if d["version"].startswith(BRANCH + ".")),
@@ -95,7 +96,7 @@ def test_every_nvidia_package_came_from_the_mirror(host):
 
 def test_no_debian_driver_components_of_the_distribution_method(host):
     assert not host.file("/etc/apt/sources.list.d/gpucluster-nvidia.sources").exists
-    assert host.file("/etc/apt/sources.list.d/gpucluster-cuda-debian12.sources").contains(MIRROR.replace(":", "://", 1))
+    assert host.file("/etc/apt/sources.list.d/gpucluster-cuda-debian12.sources").contains("URIs: %s/" % MIRROR)
 
 
 def test_stack_fact_reports_the_driver_and_nccl(host):

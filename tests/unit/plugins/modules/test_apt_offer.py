@@ -20,7 +20,7 @@ class Apt:
     def __call__(self, argv, **_kwargs):
         self.calls.append(argv)
         parts = [a.split("=", 1)[1] for a in argv if a.startswith("Dir::Etc::SourceParts=")]
-        with open(os.path.join(parts[0], "offer.sources")) as handle:
+        with open(os.path.join(parts[0], "scratch.sources")) as handle:
             self.sources.append(handle.read())
         return self.update if "update" in argv else self.madison
 
