@@ -2,15 +2,14 @@
 the mirror host (the Debian 12 node) from the twins of NVIDIA's repositories, it holds exactly what the DGX node pins,
 signed with a key of its own that the node trusts instead of NVIDIA's, served over HTTP, which the node read. A rerun
 changes nothing; --check on a new mirror says what it would copy and creates nothing; a new pin is named in --check
-without any change; then added beside the old one, and the node's driver and fabric manager
-move to it together and back to the branch's newest, the next version of the branch.
+without any change. (A new pin joining the mirror beside the old one, and the rolling upgrade moving driver and
+fabric manager to it together: the Debian 12 cluster's test_9_rolling_upgrade.py.)
 """
 
 import json
 import os
 import subprocess
 
-import yaml
 
 from bad_input import PLAIN_OUTPUT, changed_tasks
 
@@ -102,35 +101,3 @@ def test_check_mode_names_what_a_new_pin_adds_and_changes_nothing(tmp_path):
     assert rc == 0, out
     assert "cuda/debian12/x86_64: would add" in out and "nvidia-fabricmanager-550_%s_amd64.deb" % OLDER in out, out
     assert _sh(MIRROR_HOST, "find /srv/gpucluster-mirror -type f | sort | xargs sha256sum") == before
-
-
-def _driver_run(tmp_path, variables):
-    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
-        "name": "Move the driver", "hosts": DGX, "gather_facts": False,
-        "roles": [{"role": "gpucluster.ops.nvidia_driver"}]}]))
-    return _playbook(tmp_path, tmp_path / "play.yml", dict(variables, nvidia_driver_allow_upgrade=True))
-
-
-def _versions():
-    out = _sh(DGX, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Want}\\n' " + " ".join(DRIVER_FAMILY))
-    return {line.split()[0]: tuple(line.split()[1:]) for line in out.splitlines()}
-
-
-def test_a_new_pin_joins_the_mirror_and_driver_and_fabric_manager_move_together(tmp_path):
-    rc, out = _playbook(tmp_path, os.path.join(ROOT, "playbooks", "mirror.yml"),
-                        {"mirror_nodes": "dgx_nodes", "nvidia_driver_version": OLDER_DRIVER})
-    assert rc == 0, out
-    held = _debs(CUDA)
-    # the older version joins; what the mirror held stays (a rollback needs it)
-    assert set(PINNED.items()) < held
-    assert {(name, OLDER) for name in DRIVER_FAMILY} < held
-    try:
-        rc, out = _driver_run(tmp_path, {"nvidia_driver_version": OLDER_DRIVER})
-        assert rc == 0, out
-        assert _versions() == {name: (OLDER, "hold") for name in DRIVER_FAMILY}
-    finally:
-        # the branch's newest, the next version of the branch: driver and fabric manager again together
-        rc, out = _driver_run(tmp_path, {})
-    assert rc == 0, out
-    assert _versions() == {name: (DRIVER, "hold") for name in DRIVER_FAMILY}
-    assert "Install the driver and its companions at the chosen version" in changed_tasks(out)
