@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 
-
 from bad_input import PLAIN_OUTPUT, changed_tasks
 
 MIRROR_HOST = "deb12-gpu-stack"
