@@ -126,8 +126,8 @@ def deb_file_name(name, version, architecture):
 class ScratchApt:
     """A scratch apt state that sees one repository (see the module docstring)."""
 
-    def __init__(self, module, uri, suite="/", components=None, signed_by=None):
-        self.module, self.uri, self.suite = module, uri, suite
+    def __init__(self, module, uri, suite="/", components=None, signed_by=None, architecture=None):
+        self.module, self.uri, self.suite, self.architecture = module, uri, suite, architecture
         self.components = components or []
         self.signed_by = signed_by if signed_by and os.path.exists(signed_by) else ""
         self.root = None
@@ -158,7 +158,9 @@ class ScratchApt:
         return ["-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=%s/sources" % root,
                 "-o", "Dir::Etc::PreferencesParts=%s/preferences" % root, "-o", "Dir::Etc::Preferences=/dev/null",
                 "-o", "Dir::State=%s/state" % root, "-o", "Dir::State::status=%s/status" % root,
-                "-o", "Dir::Cache=%s/cache" % root, "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root"]
+                "-o", "Dir::Cache=%s/cache" % root, "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root"] + (
+                    ["-o", "APT::Architecture=%s" % self.architecture, "-o", "APT::Architectures=%s" % self.architecture]
+                    if self.architecture else [])
 
     def run(self, program, args, cwd=None):
         return self.module.run_command([program] + self.options() + list(args), cwd=cwd,

@@ -17,8 +17,12 @@ description:
     the packages the local repository lacks into O(dest) with C(apt-get download) (which checks them against the
     signed index), and writes a flat repository there (C(apt-ftparchive) C(Packages), C(Packages.gz) and C(Release),
     signed into C(InRelease) and C(Release.gpg) with the key O(sign_with) of O(gnupghome)).
-  - Packages already in O(dest) stay there (a rollback needs the previous versions); the index is rewritten only when a
-    package was added or the index does not list exactly the packages present, so a rerun changes nothing.
+  - Each request is resolved on its own, so nodes that pin different versions each find theirs. A dependency takes the
+    version of the package that needs it when that fits (a driver's companions), else one the request's pattern
+    takes, else the newest that fits.
+  - Packages already in O(dest) stay there (a rollback needs the previous versions); one of another size than the
+    index says (a download cut short) is fetched again. The index is rewritten only when a package was added, the
+    index does not list exactly the packages present, or another key signed it, so a rerun changes nothing.
   - Dependencies that the repository does not offer are the distribution's own packages, which the nodes take from the
     site's distribution mirror; they are returned in RV(from_distribution).
   - Fails before anything is written, naming every request the repository cannot meet (package, wanted version, the
@@ -29,8 +33,14 @@ options:
     type: str
     required: true
   signed_by:
-    description: The vendor's signing key on this host; the index is read unverified when it is not given.
+    description: The vendor's signing key on this host, which the index must be signed with; the run fails when the
+      file is not there (in check mode it reads the index unverified and warns). Without it the index is read
+      unverified.
     type: path
+  architecture:
+    description: The Debian architecture of the nodes (C(amd64), C(arm64)); only its packages and those for all are
+      copied. Default this host's.
+    type: str
   dest:
     description: The directory of the local flat repository (created when missing).
     type: path
@@ -107,10 +117,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 packages:
-  description: Every package of the pinned set and of its dependencies from the repository, name to version.
+  description: Every package of the pinned set and of its dependencies from the repository, name to the versions
+    the requests take (several where nodes pin different ones).
   returned: success
   type: dict
-  sample: {"nvidia-fabricmanager-550": "550.90.07-1", "libnccl2": "2.18.3-1+cuda12.2"}
+  sample: {"nvidia-fabricmanager-550": ["550.54.15-1", "550.90.07-1"], "libnccl2": ["2.18.3-1+cuda12.2"]}
 downloaded:
   description: The package files added to O(dest) (in check mode, those that would be).
   returned: success
@@ -140,11 +151,14 @@ from ansible_collections.gpucluster.ops.plugins.module_utils._apt_scratch import
 _VERSION_ORDER = cmp_to_key(lambda a, b: compare_versions(a["Version"], b["Version"]))
 
 
-def index_of(stanzas):
-    """``({name: [stanza, newest first]}, {virtual name: [(stanza, provided version)]})``."""
+def index_of(stanzas, architecture=None):
+    """``({name: [stanza, newest first]}, {virtual name: [(stanza, provided version)]})`` of the packages built for
+    ``architecture`` or for all (every architecture when it is None)."""
     real, provided = {}, {}
     for stanza in stanzas:
         if "Package" not in stanza or "Version" not in stanza:
+            continue
+        if architecture and stanza.get("Architecture", "all") not in (architecture, "all"):
             continue
         real.setdefault(stanza["Package"], []).append(stanza)
         for group in parse_relations(stanza.get("Provides", "")):
@@ -158,9 +172,14 @@ def index_of(stanzas):
     return real, provided
 
 
+def _offered(real, name):
+    return ", ".join(s["Version"] for s in real.get(name, [])[:5]) or "none"
+
+
 def resolve(real, requests):
-    """``(chosen {name: version}, errors [str])``: each request's packages at the newest version its pattern takes."""
-    chosen, errors = {}, []
+    """``(picks [(request, {name: version})], errors [str])``: each request's packages at the newest version its
+    pattern takes. Requests are resolved one by one: nodes that pin different versions each get theirs."""
+    picks, errors = [], []
     for request in requests:
         pattern = re.compile(request.get("pattern") or "")
         names = request["names"]
@@ -172,52 +191,63 @@ def resolve(real, requests):
             newest = offered[names[0]][0] if offered[names[0]] else ""
             missing = [name for name in names if newest not in offered[name]]
             if newest and not missing:
-                chosen.update((name, newest) for name in names)
+                picks.append((request, dict((name, newest) for name in names)))
                 continue
             errors.append("%s at one version (%s%s): %s %s" % (
                 ", ".join(names), want, where,
                 "no version matches for" if not newest else "at %s, missing" % newest,
-                "; ".join("%s (offered: %s)" % (name, ", ".join(s["Version"] for s in real.get(name, [])[:5]) or "none")
-                          for name in (missing or names))))
+                "; ".join("%s (offered: %s)" % (name, _offered(real, name)) for name in (missing or names))))
             continue
-        for name in names:
-            if offered[name]:
-                chosen[name] = offered[name][0]
-            else:
-                errors.append("%s %s%s (offered: %s)" % (
-                    name, want, where, ", ".join(s["Version"] for s in real.get(name, [])[:5]) or "none"))
-    return chosen, errors
+        lacking = [name for name in names if not offered[name]]
+        errors.extend("%s %s%s (offered: %s)" % (name, want, where, _offered(real, name)) for name in lacking)
+        if not lacking:
+            picks.append((request, dict((name, offered[name][0]) for name in names)))
+    return picks, errors
 
 
-def close(real, provided, chosen):
-    """Adds to ``chosen`` the dependencies the repository offers; returns ``(from_distribution, errors)``."""
+def _prefer(fitting, parent_version, pattern):
+    """Among the versions that meet a dependency (newest first): the parent's own version (a driver's companion), else
+    one the request's pattern takes, else the newest."""
+    for stanza in fitting:
+        if stanza["Version"] == parent_version:
+            return stanza
+    for stanza in fitting:
+        if pattern and re.search(pattern, stanza["Version"]):
+            return stanza
+    return fitting[0]
+
+
+def close(real, provided, pins, pattern=""):
+    """Adds to ``pins`` (one request's {name: version}) the dependencies the repository offers; returns
+    ``(from_distribution, errors)``."""
     from_distribution, errors = set(), []
-    queue = sorted(chosen.items())
+    queue = sorted(pins.items())
     while queue:
         name, version = queue.pop(0)
         stanza = next(s for s in real[name] if s["Version"] == version)
         relations = parse_relations(stanza.get("Pre-Depends", "")) + parse_relations(stanza.get("Depends", ""))
         for group in relations:
-            if any(alt in chosen and satisfies(chosen[alt], op, wanted) for alt, op, wanted in group):
+            if any(alt in pins and satisfies(pins[alt], op, wanted) for alt, op, wanted in group):
                 continue
             pick = None
             for alt, op, wanted in group:
                 fitting = [s for s in real.get(alt, []) if satisfies(s["Version"], op, wanted)]
                 if fitting:
-                    pick = (alt, fitting[0]["Version"])
+                    best = _prefer(fitting, version, pattern)
+                    pick = (alt, best["Version"])
                     break
                 providers = [s for s, given in provided.get(alt, []) if (not op and not given) or (
                     given and satisfies(given, op, wanted))]
                 if providers:
-                    best = sorted(providers, key=_VERSION_ORDER, reverse=True)[0]
+                    best = _prefer(sorted(providers, key=_VERSION_ORDER, reverse=True), version, pattern)
                     pick = (best["Package"], best["Version"])
                     break
             if pick:
-                if pick[0] in chosen and chosen[pick[0]] != pick[1]:
+                if pick[0] in pins and pins[pick[0]] != pick[1]:
                     errors.append("%s=%s needs %s=%s, and %s=%s is already pinned" % (
-                        name, version, pick[0], pick[1], pick[0], chosen[pick[0]]))
+                        name, version, pick[0], pick[1], pick[0], pins[pick[0]]))
                     continue
-                chosen[pick[0]] = pick[1]
+                pins[pick[0]] = pick[1]
                 queue.append(pick)
             elif any(alt in real or alt in provided for alt, _op, _wanted in group):
                 errors.append("%s=%s depends on %s, which the repository offers at no fitting version" % (
@@ -260,11 +290,23 @@ def write_index(module, dest, gnupghome, key, origin):
     run(gpg + ["--armor", "--detach-sign", "--output", "Release.gpg", "Release"])
 
 
+SIGNED_BY_MARK = ".gpucluster-signed-by"
+
+
+def _signed_by(dest):
+    path = os.path.join(dest, SIGNED_BY_MARK)
+    if not os.path.exists(path):
+        return ""
+    with open(path) as handle:
+        return handle.read().strip()
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             upstream=dict(type="str", required=True),
             signed_by=dict(type="path"),
+            architecture=dict(type="str"),
             dest=dict(type="path", required=True),
             requests=dict(type="list", elements="dict", required=True, options=dict(
                 names=dict(type="list", elements="str", required=True),
@@ -281,29 +323,50 @@ def main():
     )
     params = module.params
     dest = params["dest"]
-    with ScratchApt(module, params["upstream"], signed_by=params["signed_by"]) as apt:
+    if params["signed_by"] and not os.path.exists(params["signed_by"]):
+        if not module.check_mode:
+            module.fail_json(msg="the key of %s, %s, is not on this host: the copies could not be checked against it. "
+                             "Nothing was changed." % (params["upstream"], params["signed_by"]))
+        module.warn("%s is not on this host yet: the index of %s was read unverified (check mode)" % (
+            params["signed_by"], params["upstream"]))
+    architecture = params["architecture"]
+    if not architecture:
+        architecture = module.run_command(["dpkg", "--print-architecture"], check_rc=True)[1].strip()
+    with ScratchApt(module, params["upstream"], signed_by=params["signed_by"], architecture=architecture) as apt:
         apt.update()
-        real, provided = index_of(parse_stanzas(apt.packages_index()))
-        chosen, errors = resolve(real, params["requests"])
-        from_distribution = []
-        if not errors:
-            from_distribution, errors = close(real, provided, chosen)
+        real, provided = index_of(parse_stanzas(apt.packages_index()), architecture)
+        picks, errors = resolve(real, params["requests"])
+        from_distribution = set()
+        chosen = set()
+        for request, pins in picks:
+            left, more = close(real, provided, pins, request.get("pattern") or "")
+            from_distribution.update(left)
+            errors.extend(more)
+            chosen.update(pins.items())
+        packages = {}
+        for name, version in sorted(chosen):
+            packages.setdefault(name, []).append(version)
         if errors:
             module.fail_json(msg="the repository %s cannot give the pinned set: %s. Nothing was changed." % (
-                params["upstream"], "; ".join(errors)), packages=chosen)
+                params["upstream"], "; ".join(errors)), packages=packages)
         wanted = {}
-        for name, version in chosen.items():
+        for name, version in chosen:
             stanza = next(s for s in real[name] if s["Version"] == version)
-            wanted[deb_file_name(name, version, stanza.get("Architecture", "all"))] = (name, version)
+            wanted[deb_file_name(name, version, stanza.get("Architecture", "all"))] = (name, version, stanza)
         present = set(f for f in os.listdir(dest) if f.endswith(".deb")) if os.path.isdir(dest) else set()
-        missing = sorted(set(wanted) - present)
+        # A file of another size than the index says (a download cut short) is fetched again.
+        torn = set(f for f in present & set(wanted)
+                   if wanted[f][2].get("Size") and os.path.getsize(os.path.join(dest, f)) != int(wanted[f][2]["Size"]))
+        missing = sorted((set(wanted) - present) | torn)
         listed = listed_files(dest)
         index_stale = bool(missing) or listed is None or listed != present or not os.path.exists(
-            os.path.join(dest, "InRelease"))
+            os.path.join(dest, "InRelease")) or _signed_by(dest) != params["sign_with"]
         if not module.check_mode and missing:
             if not os.path.isdir(dest):
                 os.makedirs(dest, 0o755)
-            rc, out, err = apt.run("apt-get", ["-q", "download"] + ["%s=%s" % wanted[f] for f in missing], cwd=dest)
+            for name in torn:
+                os.remove(os.path.join(dest, name))
+            rc, out, err = apt.run("apt-get", ["-q", "download"] + ["%s=%s" % wanted[f][:2] for f in missing], cwd=dest)
             absent = [f for f in missing if not os.path.exists(os.path.join(dest, f))]
             if rc != 0 or absent:
                 module.fail_json(msg="apt-get download from %s failed (%s): %s" % (
@@ -312,8 +375,10 @@ def main():
         if not os.path.isdir(dest):
             os.makedirs(dest, 0o755)
         write_index(module, dest, params["gnupghome"], params["sign_with"], params["origin"])
-    module.exit_json(changed=bool(missing) or index_stale, packages=chosen, downloaded=missing,
-                     from_distribution=from_distribution, index_written=index_stale)
+        with open(os.path.join(dest, SIGNED_BY_MARK), "w") as handle:
+            handle.write(params["sign_with"] + "\n")
+    module.exit_json(changed=bool(missing) or index_stale, packages=packages, downloaded=missing,
+                     from_distribution=sorted(from_distribution), index_written=index_stale)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,11 @@ def test_cuda_repo_pin_keeps_the_distributions_builds_out_before_the_version_pin
     assert "Pin: release" not in role("Debian.yml", DEBIAN13, nvidia_driver_branch="550").template("apt-preferences.j2")
 
 
-def test_madison_source_of_a_file_mirror_is_apts_spelling():
-    r = role("Debian.yml", _debian12(), nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
-             nvidia_driver_mirror_url="file:///srv/nvidia-mirror/")
-    assert r.var("__nvidia_driver_offer_source") == "file:/srv/nvidia-mirror/debian12/x86_64"
+def test_the_site_mirror_of_mirror_yml_is_one_variable_for_the_repository_and_its_key():
+    r = role("Debian.yml", DEBIAN13, nvidia_driver_method="cuda_repo", nvidia_driver_branch="550",
+             gpucluster_mirror_url="http://admin01.cluster.internal:8080/")
+    assert "URIs: http://admin01.cluster.internal:8080/cuda/debian13/x86_64/\n" in r.template("cuda-repo.sources.j2")
+    assert r.var("__nvidia_driver_key_url") == "http://admin01.cluster.internal:8080/gpucluster-mirror.asc"
+    # the distribution method keeps the distribution's archive
+    plain = role("Debian.yml", DEBIAN13, nvidia_driver_branch="550", gpucluster_mirror_url="http://admin01:8080")
+    assert plain.var("nvidia_driver_mirror_url") == "" and plain.var("nvidia_driver_repo_key_url") == ""

@@ -60,34 +60,68 @@ NCCL = {"names": ["libnccl2"], "pattern": r"^([0-9]+:)?2\.18\.3-1\+cuda12\.2$", 
         "asked_by": "nccl_version of dgx01"}
 
 
+def _resolved(requests, index=None):
+    real, provided = apt_mirror.index_of(INDEX if index is None else index, "amd64")
+    picks, errors = apt_mirror.resolve(real, requests)
+    chosen, left = set(), set()
+    for request, pins in picks:
+        more_left, more = apt_mirror.close(real, provided, pins, request.get("pattern", ""))
+        left.update(more_left)
+        errors += more
+        chosen.update(pins.items())
+    return chosen, sorted(left), errors
+
+
 def test_a_driver_branch_with_its_fabric_manager_resolves_with_its_dependencies():
-    real, provided = apt_mirror.index_of(INDEX)
-    chosen, errors = apt_mirror.resolve(real, [dict(DRIVER, pattern=r"^([0-9]+:)?550\.54\.15-"), NCCL])
+    chosen, left, errors = _resolved([dict(DRIVER, pattern=r"^([0-9]+:)?550\.54\.15-"), NCCL])
     assert not errors
-    from_distribution, errors = apt_mirror.close(real, provided, chosen)
+    # the exact dependency at its version, the virtual kernel package through its provider
+    assert chosen == {("nvidia-smi", "550.54.15-1"), ("nvidia-fabricmanager-550", "550.54.15-1"),
+                      ("libnvidia-ml1", "550.54.15-1"), ("nvidia-kernel-dkms", "550.54.15-1"),
+                      ("libnccl2", "2.18.3-1+cuda12.2")}
+    assert left == []
+
+
+def test_nodes_that_pin_different_versions_each_get_theirs():
+    chosen, _left, errors = _resolved([dict(DRIVER, names=["nvidia-smi"], pattern=r"^([0-9]+:)?550\.54\.15-"),
+                                       dict(DRIVER, names=["nvidia-smi"], pattern=r"^([0-9]+:)?570\.")])
     assert not errors
-    # the exact dependency at its version, the virtual kernel package through its provider; libc6 is Debian's
-    assert chosen == {"nvidia-smi": "550.54.15-1", "nvidia-fabricmanager-550": "550.54.15-1",
-                      "libnvidia-ml1": "550.54.15-1", "nvidia-kernel-dkms": "550.54.15-1",
-                      "libnccl2": "2.18.3-1+cuda12.2"}
-    assert from_distribution == []
+    assert {("nvidia-smi", "550.54.15-1"), ("libnvidia-ml1", "550.54.15-1"), ("nvidia-smi", "570.195.03-1"),
+            ("libnvidia-ml1", "570.195.03-1")} == chosen
+
+
+def test_an_open_ended_dependency_takes_the_pinned_version_not_the_newest():
+    """cuda-drivers-550 (>= 550.90.07) needs nvidia-driver-550: the mirror must hold the driver's own version, which
+    the node's pin takes, not a newer one of the branch."""
+    index = [_stanza("cuda-drivers-550", "550.90.07-1", "nvidia-driver-550 (>= 550.90.07), libnvidia-cfg1 (>= 525)"),
+             _stanza("nvidia-driver-550", "550.90.07-1"), _stanza("nvidia-driver-550", "550.163.01-1"),
+             _stanza("libnvidia-cfg1", "550.90.07-1"), _stanza("libnvidia-cfg1", "580.65.06-1")]
+    chosen, _left, errors = _resolved([{"names": ["cuda-drivers-550"], "pattern": r"^([0-9]+:)?550\.90\.07-"}], index)
+    assert not errors
+    assert chosen == {("cuda-drivers-550", "550.90.07-1"), ("nvidia-driver-550", "550.90.07-1"),
+                      ("libnvidia-cfg1", "550.90.07-1")}
+
+
+def test_only_the_nodes_architecture_and_all_count():
+    index = [_stanza("nvidia-smi", "550.90.07-1"), dict(_stanza("nvidia-smi", "550.163.01-1"), Architecture="arm64"),
+             dict(_stanza("cuda-keyring", "1.1-1"), Architecture="all")]
+    real, _provided = apt_mirror.index_of(index, "amd64")
+    assert [s["Version"] for s in real["nvidia-smi"]] == ["550.90.07-1"] and "cuda-keyring" in real
 
 
 def test_the_newest_of_the_branch_without_its_fabric_manager_is_refused_naming_it():
     real, _provided = apt_mirror.index_of(INDEX)
-    chosen, errors = apt_mirror.resolve(real, [DRIVER, dict(NCCL, pattern=r"^([0-9]+:)?2\.18\.1-1\+cuda12\.2$",
-                                                            want="2.18.1-1+cuda12.2")])
-    assert len(errors) == 2
+    nccl = dict(NCCL, pattern=r"^([0-9]+:)?2\.18\.1-1\+cuda12\.2$", want="2.18.1-1+cuda12.2")
+    picks, errors = apt_mirror.resolve(real, [DRIVER, nccl])
+    assert len(errors) == 2 and picks == []
     assert errors[0].startswith("nvidia-smi, nvidia-fabricmanager-550 at one version (branch 550 (nvidia_driver_branch"
                                 " of dgx01)): at 550.90.07-1, missing nvidia-fabricmanager-550 (offered: 550.54.15-1)")
     assert errors[1] == "libnccl2 2.18.1-1+cuda12.2 (nccl_version of dgx01) (offered: 2.22.3-1+cuda12.4, 2.18.3-1+cuda12.2)"
-    assert "nvidia-smi" not in chosen
 
 
 def test_a_dependency_the_repository_has_at_no_fitting_version_is_an_error():
     real, provided = apt_mirror.index_of([_stanza("a", "1-1", "b (>= 2)"), _stanza("b", "1-1")])
-    chosen = {"a": "1-1"}
-    from_distribution, errors = apt_mirror.close(real, provided, chosen)
+    from_distribution, errors = apt_mirror.close(real, provided, {"a": "1-1"})
     assert errors == ["a=1-1 depends on b (>= 2), which the repository offers at no fitting version"]
     assert from_distribution == []
 
@@ -103,6 +137,8 @@ class Apt:
         self.calls.append(argv)
         if "indextargets" in argv:
             return 0, "/scratch/lists/_Packages\n", ""
+        if argv[0] == "dpkg":
+            return 0, "amd64\n", ""
         if argv[0].endswith("apt-helper"):
             return 0, "\n\n".join("\n".join("%s: %s" % kv for kv in s.items()) for s in self.index) + "\n", ""
         if "download" in argv:
@@ -137,6 +173,7 @@ def test_a_build_then_a_rerun_that_changes_nothing(tmp_path):
     result = run_module(apt_mirror, _args(dest), run_command=Apt(INDEX))
     assert result["changed"] and len(result["downloaded"]) == 5
     assert {"InRelease", "Release.gpg", "Release", "Packages", "Packages.gz"} <= set(os.listdir(dest))
+    assert (dest / ".gpucluster-signed-by").read_text() == "F\n"
     apt = Apt(INDEX)
     again = run_module(apt_mirror, _args(dest), run_command=apt)
     assert not again["changed"] and again["downloaded"] == [] and not again["index_written"]
@@ -149,3 +186,16 @@ def test_a_repository_without_a_pinned_package_fails_and_writes_nothing(tmp_path
     assert result["failed"] and "the repository file:///srv/up/debian12/x86_64/ cannot give the pinned set" in result["msg"]
     assert "missing nvidia-fabricmanager-550" in result["msg"] and result["msg"].endswith("Nothing was changed.")
     assert not dest.exists()
+
+
+def test_another_signing_key_rewrites_the_index(tmp_path):
+    dest = tmp_path / "mirror"
+    run_module(apt_mirror, _args(dest), run_command=Apt(INDEX))
+    again = run_module(apt_mirror, dict(_args(dest), sign_with="G"), run_command=Apt(INDEX))
+    assert again["changed"] and again["index_written"] and again["downloaded"] == []
+
+
+def test_a_missing_upstream_key_fails_outside_check_mode(tmp_path):
+    result = run_module(apt_mirror, dict(_args(tmp_path / "m"), signed_by=str(tmp_path / "nvidia.asc")),
+                        run_command=Apt(INDEX))
+    assert result["failed"] and "is not on this host" in result["msg"]
