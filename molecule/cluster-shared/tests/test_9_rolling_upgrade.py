@@ -1,6 +1,9 @@
-"""playbooks/rolling_upgrade.yml on Debian 12, where the site installed the driver's packages at 535.216.03
-(bookworm-backports) and bookworm offers 535.261.03: a real package upgrade, which the simulator then reports (it
-reads the installed libnvidia-ml1). Three compute nodes (the spare is the third), one node per batch: the canary runs
+"""playbooks/rolling_upgrade.yml on Debian 12, where the GPU nodes (declared NVSwitch) took driver 550.54.15 with its
+fabric manager and NSCQ from NVIDIA's repository through the site mirror on the head node (the repository twin,
+group_vars/debian12.yml): the operator moves the pin to 550.90.07, the next version of the branch, reruns
+playbooks/mirror.yml (the new version joins the mirror, the old one stays for the rollback) and upgrades. A real
+package upgrade of driver and fabric manager together, which the simulator then reports (it reads the installed
+libnvidia-ml1). Three compute nodes (the spare is the third), one node per batch: the canary runs
 a job that the drain waits for (it ends COMPLETED, and the packages change only after it ended), is upgraded,
 checked against the new version and resumed; the second batch's node keeps reporting the old driver (a simulated
 upgrade that did not take), so it fails the check, stays drained with the reason, and the run stops with the third
@@ -19,12 +22,17 @@ from conftest import ROOT, node_records, set_faults, slurm_nodes, spare_inventor
 pytestmark = pytest.mark.release("debian12")
 SPARE_IN_SLURM = True
 
-OLD, NEW = "535.216.03", "535.261.03"
+OLD, NEW = "550.54.15", "550.90.07"
 DRIVER_PACKAGE = "libnvidia-ml1"
+FABRIC_MANAGER = "nvidia-fabricmanager-550"
 
 
 def _installed(scenario, host):
-    return scenario.host(host).check_output("dpkg-query -W -f '${Version}' %s" % DRIVER_PACKAGE)
+    """The driver's package version, which the fabric manager's must equal."""
+    driver = scenario.host(host).check_output("dpkg-query -W -f '${Version}' %s" % DRIVER_PACKAGE)
+    fabric_manager = scenario.host(host).check_output("dpkg-query -W -f '${Version}' %s" % FABRIC_MANAGER)
+    assert fabric_manager == driver, (host, driver, fabric_manager)
+    return driver
 
 
 def _reported(scenario, host):
@@ -46,6 +54,13 @@ def nodes(scenario, ctl, spare_added, tmp_path_factory):
     been upgraded by an earlier run of this module: it is put back with the playbook first)."""
     hosts = sorted(scenario.compute + [spare_added])
     assert slurm_nodes(ctl) == hosts
+    # the new pin joins the site mirror first (what the mirror held stays: the rollback needs it)
+    rc, out = scenario.playbook(tmp_path_factory.mktemp("mirror"), os.path.join(ROOT, "playbooks", "mirror.yml"),
+                                extra_inventory=spare_inventory(scenario),
+                                extra_vars={"nvidia_driver_version": NEW, "mirror_nodes": "gpu_nodes"})
+    assert rc == 0, out
+    held = scenario.host(scenario.controller).check_output("ls /srv/gpucluster-mirror/cuda/debian12/x86_64")
+    assert "%s_%s-1_amd64.deb" % (FABRIC_MANAGER, OLD) in held and "%s_%s-1_amd64.deb" % (FABRIC_MANAGER, NEW) in held
     if any(not _installed(scenario, h).startswith(OLD + "-") for h in hosts):
         rc, out = _upgrade(scenario, tmp_path_factory.mktemp("back"), OLD, rolling_upgrade_canary=False,
                            rolling_upgrade_serial="100%", rolling_upgrade_max_unavailable="100%")
