@@ -67,7 +67,7 @@ def reports(scenario, nodes, tmp_path_factory):
     faulty, _healthy = nodes
     set_faults(scenario, faulty, FAULTS)
     tmp_path = tmp_path_factory.mktemp("sweep")
-    pin = {"all": {"hosts": {faulty: {"health_sweep_expected": {"driver_version": "550.54.15"}}}}}
+    pin = {"all": {"hosts": {faulty: {"health_sweep_expected": {"driver_version": "535.104.05"}}}}}
     found = {}
     for method in ("auto", "module"):
         rc, out, report_dir = sweep(scenario, tmp_path, method, {"health_sweep_method": method}, extra_inventory=pin)
@@ -81,7 +81,7 @@ def test_the_report_has_the_faulty_nodes_findings_and_the_drift(scenario, report
     # the driver the node reports (the simulator's own on Debian 13, the installed package's on Debian 12)
     running = scenario.host(faulty).check_output(
         "%s/nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u" % os.path.dirname(GPUSIM)).strip()
-    assert running and running != "550.54.15", running
+    assert running and running != "535.104.05", running
     out, report_dir = reports["auto"]
     for name in ("fleet.json", "fleet.html", "rma.csv"):
         assert (report_dir / name).is_file(), name
@@ -93,9 +93,9 @@ def test_the_report_has_the_faulty_nodes_findings_and_the_drift(scenario, report
     assert not codes(good, "error"), good["findings"]
     assert bad["source"] == "cli" and good["source"] == "cli"
     assert len(good["gpus"]) == 8 and all(g["serial"] and g["uuid"] for g in good["gpus"]), good["gpus"]
-    # the pin wins: the node runs another driver, its inventory pins 550.54.15
+    # the pin wins: the node runs another driver, its inventory pins 535.104.05 (no node runs it)
     drift = [f for f in bad["findings"] if f["code"] == "FLEET-DRIFT-DRIVER"]
-    assert drift and running in drift[0]["message"] and "550.54.15" in drift[0]["message"], bad["findings"]
+    assert drift and running in drift[0]["message"] and "535.104.05" in drift[0]["message"], bad["findings"]
     assert "FLEET-DRIFT-DRIVER" not in codes(good)
     # the page is the one file a person opens: self-contained, with the faulty node in it
     page = (report_dir / "fleet.html").read_text()
