@@ -209,10 +209,11 @@ def test_prometheus_scrapes_every_target_of_the_site(scenario):
 
 
 # Debian 13's cluster runs everything, and molecule's idempotence stage reruns the whole site there. Debian 12's
-# rerun covers what only its cluster shows (the scenarios of one role already rerun theirs on a Debian 12 container,
-# the GPU stack's included): Slurm 22.05 with local configuration files, the team quotas on its sacctmgr, and the
-# health check with its Slurm wrapper. The parts are site.yml's tags (docs/playbooks.md).
-DEBIAN12_RERUN_TAGS = "health,slurm,quota"
+# rerun covers what only its cluster shows (the scenarios of one role already rerun theirs on a Debian 12 container):
+# Slurm 22.05 with local configuration files, the team quotas on its sacctmgr, the health check with its Slurm
+# wrapper, and the GPU stack from NVIDIA's repositories through the site mirror (test_0_nvidia_repository.py). The
+# parts are site.yml's tags (docs/playbooks.md).
+DEBIAN12_RERUN_TAGS = "health,slurm,quota,gpu_stack"
 
 
 @pytest.mark.release("debian12")
@@ -222,5 +223,6 @@ def test_a_second_run_of_the_parts_that_differ_on_debian12_changes_nothing(scena
     counters = recap(out)
     assert set(scenario.groups["head_nodes"]) | set(scenario.groups["gpu_nodes"]) <= set(counters), counters
     assert all(c["changed"] == 0 for c in counters.values()), changed_tasks(out)
-    # the parts ran: Slurm on every node, the quotas on the controller
-    assert "TASK [gpucluster.ops.slurm : " in out and "TASK [gpucluster.ops.team_quota : " in out, out
+    # the parts ran: Slurm on every node, the quotas on the controller, the GPU stack's roles on the GPU nodes
+    for role in ["slurm", "team_quota", "nvidia_driver", "nccl", "container_toolkit", "dcgm"]:
+        assert "TASK [gpucluster.ops.%s : " % role in out, (role, out)

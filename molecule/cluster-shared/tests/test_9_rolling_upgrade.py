@@ -35,6 +35,17 @@ def _installed(scenario, host):
     return driver
 
 
+def _records(ctl, hosts, timeout=20):
+    """node_records once Slurm has heard from every node again: right after a resume, slurmctld shows the node
+    IDLE+NOT_RESPONDING until its next contact (within a second or two on this cluster)."""
+    deadline = time.monotonic() + timeout
+    records = node_records(ctl, hosts)
+    while any("NOT_RESPONDING" in r["State"] for r in records.values()) and time.monotonic() < deadline:
+        time.sleep(1)
+        records = node_records(ctl, hosts)
+    return records
+
+
 def _reported(scenario, host):
     return scenario.host(host).check_output(
         "/opt/gpusim/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u")
@@ -134,7 +145,7 @@ def test_rolling_upgrade_waits_for_the_job_upgrades_and_stops_at_the_failed_batc
     assert summary[canary]["before"]["driver"] == OLD and summary[canary]["after"]["driver"] == NEW
     assert summary[canary]["reboot"] and "reboot needed" in summary[canary]["reboot"]
     assert "container" in summary[canary]["reboot"]
-    records = node_records(ctl, nodes)
+    records = _records(ctl, nodes)
     assert records[canary]["State"] == "IDLE", records[canary]
 
     # the second: upgraded on disk, failed the check, drained by the upgrade with the code
@@ -156,7 +167,7 @@ def test_the_same_playbook_with_the_old_version_rolls_the_failed_node_back(scena
     rc, out = _upgrade(scenario, tmp_path, OLD, limit=[second])
     assert rc == 0, out
     assert _installed(scenario, second).startswith(OLD + "-")
-    record = node_records(ctl, [second])[second]
+    record = _records(ctl, [second])[second]
     assert record["State"] == "IDLE" and not record["Reason"], record
     summary = json.loads((tmp_path / "reports" / "rolling-upgrade.json").read_text())["nodes"]
     assert summary == {second: dict(summary[second], outcome="done", batch=1)}

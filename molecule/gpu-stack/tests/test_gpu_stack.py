@@ -8,12 +8,6 @@ DRIVER = {"debian12": "535.", "debian13": "550.163.01"}
 CUDA = {"debian12": "11.8", "debian13": "12.4"}
 
 
-@pytest.fixture(autouse=True)
-def _debian_archive_only(host):
-    if "dgx_nodes" in host.ansible.get_variables()["group_names"]:
-        pytest.skip("the Debian archive's test (the DGX node takes NVIDIA's repository: test_dgx_nvidia_repository.py)")
-
-
 def _release(host):
     groups = host.ansible.get_variables()["group_names"]
     return "debian13" if "debian13" in groups else "debian12"
