@@ -213,6 +213,23 @@ def test_fabric_tuning(tmp_path, name, role, extra, hostvars, expect):
     assert_refused_offline(name, rc, out, calls, [role], expect, [FABRIC_TARGET])
 
 
+# --- the GPU stack: the site mirror (docs/dgx-nodes.md) ------------------------------------------------------------
+def test_cuda_toolkit_of_nvidias_repository_is_not_asked_of_the_site_mirror(tmp_path):
+    """The site mirror holds no CUDA toolkit: cuda_repo (Ubuntu's and Red Hat's method; Debian has only its own
+    toolkit) with gpucluster_mirror_url is refused before anything changes."""
+    node = "dgx01"
+    ubuntu = dict(DEBIAN12_CONTAINER, distribution="Ubuntu", distribution_version="22.04",
+                  distribution_major_version="22", distribution_release="jammy", distribution_file_variety="Debian")
+    inventory = {"all": {"vars": {"cuda_toolkit_method": "cuda_repo", "cuda_toolkit_versions": ["12.4"],
+                                  "gpucluster_mirror_url": "http://mirror01:8080"},
+                         "hosts": offline_hosts({node: ubuntu})}}
+    rc, out, calls = run_roles(tmp_path, inventory, [("all", ["cuda_toolkit"])])
+    assert_refused_offline("cuda-repo-from-the-site-mirror", rc, out, calls, ["cuda_toolkit"], [
+        "host %s: cuda_toolkit_method 'cuda_repo' (cuda_toolkit_versions 12.4)" % node,
+        "with gpucluster_mirror_url 'http://mirror01:8080': the site mirror of playbooks/mirror.yml holds no"
+        " CUDA toolkit"], [node])
+
+
 # --- monitoring (molecule/monitoring/tests/test_bad_input.py) ----------------------------------------------------
 
 HEAD, GPU = "deb13-monitoring", "deb12-monitoring"
