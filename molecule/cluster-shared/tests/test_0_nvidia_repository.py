@@ -4,15 +4,14 @@
 built on the head node from the repository twins (prepare.yml), served over HTTP, although Debian's own non-free
 and a repository of Origin Debian offer some of the same names. The mirror holds exactly what the nodes pin, signed
 with a key of its own that the nodes trust instead of NVIDIA's; a rerun of mirror.yml changes nothing; --check on a
-new mirror says what it would copy and creates nothing; a new pin is named in --check without any change. site.yml --check on a new node (the spare) says what it would
-install from the mirror and changes nothing. (A rerun of
-the GPU stack's roles changing nothing: test_0_site.py; the refusals: test_4_bad_input_nvidia_repository.py; the new
+new mirror says what it would copy and creates nothing; a new pin is named in --check without any change. site.yml
+--check on a new node (the spare) says what it would install from the mirror and changes nothing. (A rerun of the
+GPU stack's roles changing nothing: test_0_site.py; the refusals: test_4_bad_input_nvidia_repository.py; the new
 pin joining the mirror and the rolling upgrade: test_9_rolling_upgrade.py.)
 """
 
 import json
 import os
-import subprocess
 
 import pytest
 
