@@ -26,7 +26,7 @@ export ANSIBLE_INJECT_FACT_VARS := False
 export ANSIBLE_FORCE_COLOR ?= false
 export PY_COLORS ?= 0
 
-.PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration fast docs molecule cluster cluster-test cluster-down time-report time-table test \
+.PHONY: help setup platform lint yamllint ansible-lint docs-lint role-docs sanity unit integration kubernetes fast docs molecule cluster cluster-test cluster-down time-report time-table test \
 	lab lab-tour lab-down build build-check lock clean
 
 help: ## List the targets
@@ -43,11 +43,12 @@ $(COLL_LINK):
 	mkdir -p $(dir $(COLL_LINK))
 	ln -sfn ../../../.. $(COLL_LINK)
 
-platform: ## Docker engine and the machine's apt package cache running, Debian 12/13 systemd images and the ansible-core 2.21 controller built (root)
+platform: ## Docker engine and the machine's apt package cache running, Debian 12/13 systemd images, the ansible-core 2.21 controller and the Kubernetes tests' control plane built (root)
 	scripts/ensure-docker.sh
 	scripts/ensure-apt-cache.sh
 	scripts/build-images.sh
 	scripts/controller.sh build $(CONTROLLER)
+	scripts/ensure-k8s.sh >/dev/null
 
 yamllint: setup
 	yamllint -s .
@@ -84,6 +85,9 @@ unit: setup ## Unit and property tests (pytest, one worker per CPU); the plugin 
 integration: setup ## Tests on this machine's kernel in network namespaces of their own (root; skip otherwise)
 	scripts/pytest.sh tests/integration -p no:cacheprovider
 
+kubernetes: setup ## The Kubernetes roles against a real API server on loopback (tests/kubernetes; scripts/ensure-k8s.sh builds it)
+	scripts/pytest.sh tests/kubernetes -p no:cacheprovider
+
 fast: setup ## The edit loop: yamllint, playbook syntax, unit tests (about a minute)
 	yamllint -s .
 	scripts/syntax-check.sh
@@ -113,7 +117,7 @@ MAKE_START := $(shell date +%s)
 
 # What make test checks beside the molecule scenarios (scripts/make-test.sh: the scenarios start first, these run
 # at a lower CPU priority in the CPU the scenarios leave idle; it times both for the time report).
-CHECKS := lint sanity unit integration build-check docs
+CHECKS := lint sanity unit integration kubernetes build-check docs
 
 test: setup platform ## Everything CI runs: every molecule scenario, and beside them lint, sanity, unit, integration, build and docs checks
 	@MAKE_TEST_START_EPOCH=$(MAKE_START) SCENARIOS="$(SCENARIOS)" scripts/make-test.sh "$(MAKE)" $(CHECKS)

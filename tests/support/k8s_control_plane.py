@@ -1,0 +1,219 @@
+"""The test-only Kubernetes control plane of the Kubernetes tests (docs/kubernetes.md), on loopback.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler, so that Deployments and DaemonSets become pods, and
+kwok's controller, which stands in for the kubelets of the nodes it is given (annotation kwok.x-k8s.io/node=fake): it
+marks them Ready and their pods Running, while no container runs. The binaries come from scripts/ensure-k8s.sh (one
+build per machine). Every process listens on 127.0.0.1 on ports the system hands out, keeps its state in one
+directory, and runs at a low CPU priority; stop() ends them all.
+
+    python3 tests/support/k8s_control_plane.py DIR     # start one and keep it until Ctrl-C (a kubeconfig in DIR)
+"""
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "helm")
+# The annotation kwok manages nodes by.
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+NICE = 10
+
+
+def ensure_binaries():
+    """The directory of the built components (scripts/ensure-k8s.sh, which builds them on a machine without)."""
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "ensure-k8s.sh")], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError("scripts/ensure-k8s.sh failed: %s" % (proc.stderr.strip() or proc.stdout.strip()))
+    bin_dir = proc.stdout.strip().splitlines()[-1]
+    missing = [name for name in COMPONENTS if not os.access(os.path.join(bin_dir, name), os.X_OK)]
+    if missing:
+        raise RuntimeError("the Kubernetes test components %s are missing from %s" % (", ".join(missing), bin_dir))
+    return bin_dir
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ControlPlane(object):
+    """One control plane in `workdir`: start(), then kubeconfig and kubectl(); stop() at the end."""
+
+    def __init__(self, bin_dir, workdir):
+        self.bin = bin_dir
+        self.dir = os.path.abspath(workdir)
+        self.procs = {}
+        self.token = "gpucluster-tests-admin"
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        self.server = None
+
+    # --- the pieces -------------------------------------------------------------------------------------------
+    def _path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def _spawn(self, name, argv):
+        log = open(self._path("%s.log" % name), "ab")
+        self.procs[name] = subprocess.Popen([os.path.join(self.bin, argv[0])] + argv[1:], stdout=log,
+                                            stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+                                            preexec_fn=lambda: os.nice(NICE))
+        log.close()
+
+    def _log_tail(self, name, chars=3000):
+        try:
+            with open(self._path("%s.log" % name), "rb") as handle:
+                handle.seek(0, 2)
+                handle.seek(max(0, handle.tell() - chars))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _check_alive(self):
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError("%s exited (%s): %s" % (name, proc.returncode, self._log_tail(name)))
+
+    def _keys(self):
+        key = self._path("sa.key")
+        if not os.path.exists(key):
+            subprocess.run(["openssl", "genrsa", "-out", key, "2048"], check=True, capture_output=True)
+            subprocess.run(["openssl", "rsa", "-in", key, "-pubout", "-out", self._path("sa.pub")], check=True,
+                           capture_output=True)
+        with open(self._path("tokens.csv"), "w") as handle:
+            handle.write('%s,admin,admin,"system:masters"\n' % self.token)
+
+    def _write_kubeconfig(self):
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "gpucluster-tests",
+            "clusters": [{"name": "gpucluster-tests", "cluster": {"server": self.server,
+                                                                  "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "gpucluster-tests", "context": {"cluster": "gpucluster-tests", "user": "admin"}}],
+        }
+        with open(self.kubeconfig, "w") as handle:
+            json.dump(config, handle, indent=1)
+        os.chmod(self.kubeconfig, 0o600)
+
+    def _get(self, path):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(self.server + path, headers={"Authorization": "Bearer " + self.token})
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:
+            return response.status, response.read().decode()
+
+    def _wait(self, what, probe, timeout):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                if probe():
+                    return
+            except (OSError, urllib.error.URLError, subprocess.CalledProcessError, ValueError) as error:
+                last = error
+            time.sleep(0.5)
+        raise RuntimeError("%s not within %d s (%s)" % (what, timeout, last))
+
+    # --- the whole ----------------------------------------------------------------------------------------------
+    def start(self, timeout=180):
+        os.makedirs(self._path("pki"), exist_ok=True)
+        self._keys()
+        etcd_client, etcd_peer, api = _free_port(), _free_port(), _free_port()
+        self.server = "https://127.0.0.1:%d" % api
+        self._write_kubeconfig()
+        self._spawn("etcd", [
+            "etcd", "--name", "gpucluster-tests", "--data-dir", self._path("etcd"), "--log-level", "warn",
+            "--listen-client-urls", "http://127.0.0.1:%d" % etcd_client,
+            "--advertise-client-urls", "http://127.0.0.1:%d" % etcd_client,
+            "--listen-peer-urls", "http://127.0.0.1:%d" % etcd_peer,
+            "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % etcd_peer,
+            "--initial-cluster", "gpucluster-tests=http://127.0.0.1:%d" % etcd_peer, "--unsafe-no-fsync"])
+        self._spawn("kube-apiserver", [
+            "kube-apiserver", "--etcd-servers", "http://127.0.0.1:%d" % etcd_client,
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(api),
+            "--cert-dir", self._path("pki"), "--token-auth-file", self._path("tokens.csv"),
+            "--authorization-mode", "RBAC", "--allow-privileged=true",
+            "--service-cluster-ip-range", "10.96.0.0/16",
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file", self._path("sa.pub"),
+            "--service-account-signing-key-file", self._path("sa.key"),
+            "--api-audiences", "https://kubernetes.default.svc.cluster.local"])
+        self._wait("kube-apiserver ready", lambda: self._get("/readyz")[0] == 200, timeout)
+        self._spawn("kube-controller-manager", [
+            "kube-controller-manager", "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
+            "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(_free_port()),
+            "--service-account-private-key-file", self._path("sa.key"), "--use-service-account-credentials=false",
+            "--controllers", "*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle"])
+        self._spawn("kube-scheduler", [
+            "kube-scheduler", "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
+            "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(_free_port())])
+        self._spawn("kwok", [
+            "kwok", "--kubeconfig", self.kubeconfig, "--config", os.path.join(self.bin, "kwok-stages.yaml"),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector", "%s=fake" % KWOK_NODE_ANNOTATION,
+            "--cidr", "10.244.0.0/16", "--node-ip", "10.0.0.1", "--server-address", "127.0.0.1:%d" % _free_port()])
+        # the controller manager made the default ServiceAccount: pods can be admitted
+        self._wait("the default ServiceAccount", lambda: self._get(
+            "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, timeout)
+        return self
+
+    def kubectl(self, *args, check=True, input_text=None):
+        proc = subprocess.run([os.path.join(self.bin, "kubectl"), "--kubeconfig", self.kubeconfig] + list(args),
+                              capture_output=True, text=True, input=input_text, check=False)
+        if check and proc.returncode != 0:
+            raise RuntimeError("kubectl %s: %s" % (" ".join(args), proc.stderr.strip()))
+        return proc.stdout
+
+    def add_node(self, name, labels=None, gpus=8):
+        """A node that kwok stands in for: Ready, with GPUs in its capacity."""
+        capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                             "labels": dict({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                             "kubernetes.io/arch": "amd64", "type": "kwok"}, **(labels or {}))},
+                "status": {"capacity": capacity, "allocatable": capacity}}
+        self.kubectl("apply", "-f", "-", input_text=json.dumps(node))
+        self._wait("node %s Ready" % name, lambda: "True" == self.kubectl(
+            "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"), 60)
+
+    def stop(self):
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write(__doc__)
+        return 64
+    plane = ControlPlane(ensure_binaries(), argv[1]).start()
+    print("control plane up: KUBECONFIG=%s (Ctrl-C stops it)" % plane.kubeconfig, flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
