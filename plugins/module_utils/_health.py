@@ -19,6 +19,7 @@ import subprocess
 import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
+from ansible_collections.gpucluster.ops.plugins.module_utils._fleet import write_atomic  # noqa: F401  the reports' writer
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import DEFAULT_INPUT_MAX_BYTES, read_bounded
 
 CONFIG_DEFAULTS = {
@@ -836,15 +837,6 @@ def render_prometheus(result, duration_s=None):
         out.append('gpucluster_health_duration_seconds{node="%s",level="%s"} %.3f' % (node, result["level"],
                                                                                       duration_s))
     return "\n".join(out) + "\n"
-
-
-def write_atomic(path, text):
-    """Write a file so that readers (node_exporter) never see half of it."""
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
 
 
 def run(config, level=None, from_dir=None, collect_dir=None, runner=None, use_state=True, write_state=True):

@@ -624,3 +624,30 @@ def test_a_fault_after_the_check_such_as_an_unwritable_prom_file_is_unknown(tmp_
     prom = str(tmp_path / "no-such-dir" / "health.prom")
     assert _cli("--from-dir", bundle, "--node", "n1", "--prom-file", prom) == 3
     assert "internal error, the node's health is unknown" in capsys.readouterr().err
+
+
+def test_output_is_written_whole_and_stdout_stays_empty(tmp_path, capsys):
+    bundle = make_bundle(tmp_path)
+    out = tmp_path / "last.json"
+    assert _cli("--from-dir", bundle, "--node", "n1", "--format", "json", "--output", str(out)) == 0
+    assert capsys.readouterr().out == ""
+    assert json.loads(out.read_text())["status"] == "ok"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".last.json")] == []
+
+
+@pytest.mark.parametrize("fmt", ["json", "human", "prometheus"])
+def test_a_fault_of_the_checker_replaces_the_last_report_with_unknown(tmp_path, capsys, fmt):
+    bundle = make_bundle(tmp_path)
+    out = tmp_path / "last.json"
+    out.write_text('{"status": "ok"}\n')
+    prom = str(tmp_path / "no-such-dir" / "health.prom")
+    assert _cli("--from-dir", bundle, "--node", "n1", "--format", fmt, "--output", str(out), "--prom-file", prom) == 3
+    assert "internal error" in capsys.readouterr().err
+    text = out.read_text()
+    if fmt == "json":
+        report = json.loads(text)
+        assert report["status"] == "unknown" and report["exit_code"] == 3 and "internal error" in report["notes"][0]
+    elif fmt == "human":
+        assert text.startswith("n1: UNKNOWN") and "CHECKER-INTERNAL-ERROR" in text
+    else:
+        assert 'gpucluster_health_status{node="n1",level="quick"} 3' in text
