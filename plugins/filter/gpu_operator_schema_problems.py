@@ -14,8 +14,10 @@ description:
     (O(crd)) structurally, as the API server would take it (a field the schema does not know, which the API server
     drops without an error; a wrong type; a value outside an enum; a missing required field). No ClusterPolicy
     rendered is a problem too.
-  - With O(live_crd) instead (the CRD read back from the cluster after the release), lists the chart CRD's field
-    paths the cluster's lacks (an old CRD that helm did not upgrade).
+  - With O(live_crd) instead (a CRD read back from the cluster after the role applied the chart's), says where it is
+    not O(crd), which may then be any CRD of the chart (other served or stored versions, or the chart CRD's field
+    paths the cluster's lacks, as an old CRD that nothing upgraded). With lists for both, each CRD of O(crd) is looked
+    up by name among O(live_crd); one the cluster lacks is a problem too.
   - Returns the problems as messages; an empty list when there are none.
 positional: crd
 options:
@@ -25,12 +27,12 @@ options:
     elements: raw
     required: true
   crd:
-    description: The chart's ClusterPolicy CRD (C(helm show crds)).
-    type: dict
+    description: The chart's ClusterPolicy CRD (C(helm show crds)); with O(live_crd), any CRD of the chart, or a list.
+    type: raw
     required: true
   live_crd:
-    description: The cluster's ClusterPolicy CRD, read back with C(kubernetes.core.k8s_info).
-    type: dict
+    description: The cluster's CRD of the same name, read back with C(kubernetes.core.k8s_info), or a list of them.
+    type: raw
   registry:
     description: The site registry; every C(image) of the rendered objects must be on it (a container's full image).
     type: str
@@ -57,17 +59,22 @@ _value:
 """
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_operator import (
-    GpuOperatorError, crd_schema, foreign_images, missing_fields, schema_problems)
+    GpuOperatorError, crd_schema, foreign_images, live_crd_problems, schema_problems)
 from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import filter_errors
 
 
 @filter_errors(GpuOperatorError, "gpu_operator_schema_problems")
 def gpu_operator_schema_problems(objects, crd, live_crd=None, registry=""):
     """Problems of the rendered ClusterPolicy objects against ``crd``, or of ``live_crd`` against it."""
+    if isinstance(live_crd, list):
+        live = {c.get("metadata", {}).get("name"): c for c in live_crd if isinstance(c, dict)}
+        problems = []
+        for expected in crd if isinstance(crd, list) else [crd]:
+            name = expected.get("metadata", {}).get("name")
+            problems += live_crd_problems(expected, live[name]) if name in live else ["the cluster has no %s" % name]
+        return problems
     if live_crd is not None:
-        missing = missing_fields(crd, live_crd)
-        return ["the cluster's ClusterPolicy CRD lacks %d field(s) of the chart's: %s" % (
-            len(missing), ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else ""))] if missing else []
+        return live_crd_problems(crd, live_crd)
     policies = [o for o in objects or [] if isinstance(o, dict) and o.get("kind") == "ClusterPolicy"]
     if not policies:
         return ["the chart rendered no ClusterPolicy"]

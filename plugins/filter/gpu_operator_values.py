@@ -16,7 +16,11 @@ description:
     dcgm and dcgm_exporter roles serve the node (forcing them on there is an error naming the host and the port),
     C(mig.strategy), the device plugin's configs (time-slicing replicas per GPU model, chosen by the node label
     C(nvidia.com/device-plugin.config)), tolerations, the driver upgrade policy when the operator installs drivers,
-    every C(repository) of the chart on the site registry, and C(operator.upgradeCRD=true).
+    every C(repository) of the chart on the site registry, and C(operator.upgradeCRD=false) (the gpu_operator role
+    applies the chart's CRDs itself).
+  - Each node's labels are C(nvidia.com/gpu.deploy.operands=true), its device plugin config, and
+    C(nvidia.com/gpu.deploy.driver=false) and C(nvidia.com/gpu.deploy.container-toolkit=false) where the nvidia_driver
+    and container_toolkit roles provide them on the host; never a label that NFD or GPU Feature Discovery owns.
   - With O(chart_values) and O(crd), every key of the result (the extra values too) must be a key of the chart's
     C(values.yaml) or of the ClusterPolicy CRD's spec schema; an unknown key fails, naming it and the nearest valid
     key.
@@ -30,8 +34,8 @@ options:
     required: true
   nodes:
     description:
-      - Inventory host to what the collection does there, C({driver_managed, driver_version, dcgm_managed,
-        dcgm_exporter_managed, dcgm_exporter_port, slurm, gpu_model}).
+      - Inventory host to what the collection does there, C({driver_managed, driver_version, toolkit_managed,
+        dcgm_managed, dcgm_exporter_managed, dcgm_exporter_port, slurm, gpu_model}).
     type: dict
     required: true
   chart_values:
@@ -65,7 +69,8 @@ _value:
     labels:
       description: Inventory host to the labels its Kubernetes node gets.
       type: dict
-      sample: {l40s05: {nvidia.com/gpu.deploy.operands: "true", nvidia.com/device-plugin.config: l40s}}
+      sample: {l40s05: {nvidia.com/gpu.deploy.operands: "true", nvidia.com/device-plugin.config: l40s,
+                        nvidia.com/gpu.deploy.driver: "false", nvidia.com/gpu.deploy.container-toolkit: "false"}}
     notes:
       description: What the run should say (a setting that has no effect, a value the validator is not told).
       type: list

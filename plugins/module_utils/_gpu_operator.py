@@ -28,6 +28,10 @@ MIG_STRATEGIES = ("none", "single", "mixed")
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # Operands (driver, toolkit, device plugin, ...) run on nodes without this label set to "false".
 DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
+# The operator's per-node switches of one operand: "false" where the host stack (the nvidia_driver and
+# container_toolkit roles) already provides it, so the operator never deploys a second one there.
+DEPLOY_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
+DEPLOY_TOOLKIT_LABEL = "nvidia.com/gpu.deploy.container-toolkit"
 DEVICE_PLUGIN_CONFIG_NAME = "gpucluster-device-plugin-config"
 DEFAULT_CONFIG = "default"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -52,6 +56,11 @@ DERIVED_PATHS = (
 # are left to helm template here; their images are moved to the site registry by these paths.
 SUBCHARTS = ("node-feature-discovery",)
 SUBCHART_REPOSITORIES = {("node-feature-discovery", "image", "repository"): "registry.k8s.io/nfd/node-feature-discovery"}
+
+
+# Chart values that are Kubernetes maps of the site's own keys (a pod's annotations and labels, a node selector),
+# open below whatever example keys values.yaml gives them.
+FREE_MAPS = frozenset(("annotations", "labels", "nodeSelector", "podAnnotations", "podLabels"))
 
 
 class GpuOperatorError(Exception):
@@ -134,8 +143,8 @@ def time_slicing_config(model, replicas, mig_strategy):
 
 def derive_values(settings, nodes, chart_values=None):
     """The chart's values for ``settings`` (the role's variables, without their gpu_operator_ prefix) on ``nodes``
-    ({inventory host: {driver_managed, driver_version, dcgm_managed, dcgm_exporter_managed, dcgm_exporter_port,
-    slurm, gpu_model}}), with every ``repository`` of ``chart_values`` on the site registry when one is set.
+    ({inventory host: {driver_managed, driver_version, toolkit_managed, dcgm_managed, dcgm_exporter_managed,
+    dcgm_exporter_port, slurm, gpu_model}}), with every ``repository`` of ``chart_values`` on the site registry when one is set.
 
     Returns {values, labels: {host: {label: value}}, notes: [..]}."""
     if not nodes:
@@ -253,6 +262,10 @@ def derive_values(settings, nodes, chart_values=None):
                                    "'.')" % (host, model))
         labels[host] = {DEPLOY_OPERANDS_LABEL: "true",
                         DEVICE_PLUGIN_CONFIG_LABEL: model if model in slicing else DEFAULT_CONFIG}
+        if nodes[host].get("driver_managed"):
+            labels[host][DEPLOY_DRIVER_LABEL] = "false"
+        if nodes[host].get("toolkit_managed"):
+            labels[host][DEPLOY_TOOLKIT_LABEL] = "false"
     unused = sorted(set(slicing) - {nodes[h].get("gpu_model") for h in hosts})
     if unused:
         notes.append("gpu_operator: gpu_operator_time_slicing names %s, the model of no Kubernetes GPU node"
@@ -272,8 +285,9 @@ def derive_values(settings, nodes, chart_values=None):
         _set(values, ("operator", "tolerations"),
              (_get(chart_values or {}, ("operator", "tolerations"), []) or []) + tolerations)
 
-    # The CRD is upgraded by the chart's own pre-upgrade hook (helm itself never upgrades CRDs).
-    _set(values, ("operator", "upgradeCRD"), True)
+    # The role applies the chart's CRDs itself before the release (helm never upgrades CRDs): the chart's own
+    # pre-upgrade hook, a Job running the operator's image, is off.
+    _set(values, ("operator", "upgradeCRD"), False)
 
     registry = settings.get("registry") or ""
     if registry:
@@ -323,7 +337,8 @@ def key_problems(values, chart_values, spec_schema, name="gpu_operator_values"):
     """Every key path of ``values`` that neither the chart's values (``chart_values``) nor the ClusterPolicy CRD's
     ``spec`` schema has, each as a message with the nearest valid key. Below a mapping that either leaves open (an
     empty mapping or a list in values.yaml; additionalProperties or preserve-unknown-fields in the CRD) anything
-    goes; list items are checked by the render and the schema validation, a subchart's keys (SUBCHARTS) by helm."""
+    goes, as below a Kubernetes map of the site's own keys (FREE_MAPS); list items are checked by the render and the
+    schema validation, a subchart's keys (SUBCHARTS) by helm."""
     problems = []
 
     def walk(node, chart, schema, path):
@@ -342,7 +357,7 @@ def key_problems(values, chart_values, spec_schema, name="gpu_operator_values"):
                     name, ".".join(str(p) for p in here), " (nearest valid key: %s)" % ".".join(
                         str(p) for p in path + (near[0],)) if near else ""))
                 continue
-            chart_free = in_chart and (child_chart == {} or isinstance(child_chart, list))
+            chart_free = in_chart and (child_chart == {} or isinstance(child_chart, list) or key in FREE_MAPS)
             schema_free = found is not None and found[1]
             if not isinstance(value, dict) or chart_free or schema_free:
                 continue
@@ -441,6 +456,28 @@ def schema_paths(schema, path=""):
     if isinstance(schema.get("items"), dict):
         paths.extend(schema_paths(schema["items"], path + "[]"))
     return paths
+
+
+def served_versions(crd):
+    """A CRD's versions as 'name' (served), with '(storage)' after the one stored, in the CRD's order."""
+    return ["%s%s" % (v.get("name"), " (storage)" if v.get("storage") else "")
+            for v in crd.get("spec", {}).get("versions", []) if v.get("served")]
+
+
+def live_crd_problems(expected_crd, live_crd):
+    """Where the cluster's CRD (read back after it was applied) is not the chart's: other served or stored versions,
+    or fields of the chart's schema it lacks (an old CRD that nothing upgraded)."""
+    name = expected_crd.get("metadata", {}).get("name", "?")
+    problems = []
+    want, have = served_versions(expected_crd), served_versions(live_crd)
+    if want != have:
+        problems.append("the cluster's %s serves %s, the chart's %s" % (
+            name, ", ".join(have) or "nothing", ", ".join(want)))
+    missing = missing_fields(expected_crd, live_crd) if not problems else []
+    if missing:
+        problems.append("the cluster's %s lacks %d field(s) of the chart's: %s" % (
+            name, len(missing), ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")))
+    return problems
 
 
 def missing_fields(expected_crd, live_crd):

@@ -19,7 +19,8 @@ import subprocess
 import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
-from ansible_collections.gpucluster.ops.plugins.module_utils._fleet import write_atomic  # noqa: F401  the reports' writer
+# write_atomic: the reports' writer (bin/gpucluster-health), one for the collection
+from ansible_collections.gpucluster.ops.plugins.module_utils._fleet import write_atomic  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import DEFAULT_INPUT_MAX_BYTES, read_bounded
 
 CONFIG_DEFAULTS = {

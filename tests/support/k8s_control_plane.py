@@ -2,7 +2,8 @@
 
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler, so that Deployments and DaemonSets become pods, and
 kwok's controller, which stands in for the kubelets of the nodes it is given (annotation kwok.x-k8s.io/node=fake): it
-marks them Ready and their pods Running, while no container runs. The binaries come from scripts/ensure-k8s.sh (one
+marks them Ready and their pods Running (but a pod annotated gpucluster.ops/kwok-unready, which stays Pending), while
+no container runs. The binaries come from scripts/ensure-k8s.sh (one
 build per machine). Every process listens on 127.0.0.1 on ports the system hands out, keeps its state in one
 directory, and runs at a low CPU priority; stop() ends them all.
 
@@ -24,6 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "helm")
 # The annotation kwok manages nodes by.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# A pod with this annotation is never made ready (kwok's pod-ready stage skips it): it stays Pending, as a pod whose
+# image cannot be pulled would, so a release waiting for it times out (the --atomic rollback of the tests).
+KWOK_UNREADY_ANNOTATION = "gpucluster.ops/kwok-unready"
 NICE = 10
 
 
@@ -80,6 +84,21 @@ class ControlPlane(object):
         for name, proc in self.procs.items():
             if proc.poll() is not None:
                 raise RuntimeError("%s exited (%s): %s" % (name, proc.returncode, self._log_tail(name)))
+
+    def _stages(self):
+        """kwok's released stages, the pod-ready one skipping pods annotated KWOK_UNREADY_ANNOTATION."""
+        import yaml  # pylint: disable=import-outside-toplevel
+        with open(os.path.join(self.bin, "kwok-stages.yaml")) as handle:
+            stages = [doc for doc in yaml.safe_load_all(handle) if doc]
+        ready = [s for s in stages if s.get("metadata", {}).get("name") == "pod-ready"]
+        if len(ready) != 1:
+            raise RuntimeError("kwok's stages in %s have no single pod-ready stage" % self.bin)
+        ready[0]["spec"]["selector"].setdefault("matchExpressions", []).append(
+            {"key": '.metadata.annotations["%s"]' % KWOK_UNREADY_ANNOTATION, "operator": "DoesNotExist"})
+        path = self._path("kwok-stages.yaml")
+        with open(path, "w") as handle:
+            yaml.safe_dump_all(stages, handle, sort_keys=False)
+        return path
 
     def _keys(self):
         key = self._path("sa.key")
@@ -159,7 +178,7 @@ class ControlPlane(object):
             "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(_free_port())])
         self._spawn("kwok", [
-            "kwok", "--kubeconfig", self.kubeconfig, "--config", os.path.join(self.bin, "kwok-stages.yaml"),
+            "kwok", "--kubeconfig", self.kubeconfig, "--config", self._stages(),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector", "%s=fake" % KWOK_NODE_ANNOTATION,
             "--cidr", "10.244.0.0/16", "--node-ip", "10.0.0.1", "--server-address", "127.0.0.1:%d" % _free_port()])
@@ -192,9 +211,11 @@ class ControlPlane(object):
             proc = self.procs[name]
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
+        # A test's control plane keeps nothing worth a graceful shutdown: 5 s in all, then SIGKILL.
+        deadline = time.monotonic() + 5
         for proc in self.procs.values():
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

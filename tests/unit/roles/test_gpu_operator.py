@@ -32,7 +32,7 @@ ROLE = os.path.join(ROOT, "roles", "gpu_operator")
 
 def node(**extra):
     """A Kubernetes GPU node as site.yml leaves it: our driver, DCGM and dcgm-exporter, an L40S."""
-    base = {"driver_managed": True, "driver_version": "570.172.08", "dcgm_managed": True,
+    base = {"driver_managed": True, "driver_version": "570.172.08", "toolkit_managed": True, "dcgm_managed": True,
             "dcgm_exporter_managed": True, "dcgm_exporter_port": 9400, "slurm": False, "gpu_model": "l40s"}
     base.update(extra)
     return base
@@ -105,7 +105,8 @@ def test_toolkit_and_crd_upgrade():
     values = derive()["values"]
     assert values["toolkit"] == {"enabled": True}
     assert derive({"toolkit_enabled": False})["values"]["toolkit"] == {"enabled": False}
-    assert values["operator"]["upgradeCRD"] is True
+    # the role applies the chart's CRDs itself: the chart's hook (a Job of the operator's image) is off
+    assert values["operator"]["upgradeCRD"] is False
 
 
 @pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
@@ -125,8 +126,23 @@ def test_time_slicing_per_gpu_model_selected_by_the_node_label():
         {"name": "nvidia.com/gpu", "replicas": 4}]
     assert "sharing" not in yaml.safe_load(config["data"]["default"])
     assert result["labels"]["l40s05"] == {"nvidia.com/gpu.deploy.operands": "true",
-                                          "nvidia.com/device-plugin.config": "l40s"}
+                                          "nvidia.com/device-plugin.config": "l40s",
+                                          "nvidia.com/gpu.deploy.driver": "false",
+                                          "nvidia.com/gpu.deploy.container-toolkit": "false"}
     assert result["labels"]["h100n1"]["nvidia.com/device-plugin.config"] == "default"
+
+
+def test_the_host_stack_switches_the_operators_driver_and_toolkit_off_per_node_and_no_nfd_or_gfd_label():
+    result = derive({"driver_enabled": False},
+                    nodes={"own": node(), "bare": node(driver_managed=False, toolkit_managed=False)})
+    assert result["labels"]["own"]["nvidia.com/gpu.deploy.driver"] == "false"
+    assert result["labels"]["own"]["nvidia.com/gpu.deploy.container-toolkit"] == "false"
+    assert "nvidia.com/gpu.deploy.driver" not in result["labels"]["bare"]
+    assert "nvidia.com/gpu.deploy.container-toolkit" not in result["labels"]["bare"]
+    for labels in result["labels"].values():
+        # NFD's feature.node.kubernetes.io/* and GFD's nvidia.com/gpu.product, .count, .memory, ... are theirs
+        assert not [k for k in labels if k.startswith("feature.node.kubernetes.io/")
+                    or (k.startswith("nvidia.com/gpu.") and not k.startswith("nvidia.com/gpu.deploy."))], labels
 
 
 def test_a_node_in_slurm_too_is_refused():
@@ -204,7 +220,9 @@ def test_keys_of_either_source_pass_and_a_typo_names_the_nearest_valid_key(chart
     # comment in values.yaml; devicePlugin.config.data: values only; node-feature-discovery: the subchart's.
     good = {"driver": {"upgradePolicy": {"podDeletion": {"force": True}, "gpuPodDeletion": {"force": True}}},
             "validator": {"driver": {"env": []}}, "devicePlugin": {"config": {"data": {"x": "y"}}},
-            "daemonsets": {"labels": {"any": "thing"}}, "node-feature-discovery": {"worker": {"tolerations": []}}}
+            "daemonsets": {"labels": {"any": "thing"}}, "node-feature-discovery": {"worker": {"tolerations": []}},
+            # a map of the site's own keys, below the example key values.yaml gives it (openshift.io/scc)
+            "operator": {"annotations": {"example.org/owner": "hpc-team"}}}
     assert gpuop.key_problems(good, values, spec) == []
     assert gpuop.key_problems(derive(chart_values=values)["values"], values, spec) == []
     assert gpuop.key_problems({"devicePlugn": {"enabled": True}, "driver": {"upgradePolicy": {"maxUnavailble": 1}}},
@@ -286,11 +304,46 @@ def test_every_image_comes_from_the_site_registry(rendered):  # pylint: disable=
                for p in gpu_operator_schema_problems(objects, _crd, registry="elsewhere.example"))
 
 
-def test_the_crd_upgrade_hook_is_rendered(rendered):  # pylint: disable=redefined-outer-name
+def _chart_crd_files(path):
+    """{file name: [CRD names]} of the chart's crds/ and its subcharts' (what helm show crds prints)."""
+    files = {}
+    subcharts = sorted(os.listdir(os.path.join(path, "charts")))
+    for folder in [os.path.join(path, "crds")] + [os.path.join(path, "charts", sub, "crds") for sub in subcharts]:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name)) as handle:
+                files[name] = [d["metadata"]["name"] for d in yaml.safe_load_all(handle)
+                               if d and d.get("kind") == "CustomResourceDefinition"]
+    return files
+
+
+def test_the_role_renders_no_crd_upgrade_hook(rendered):  # pylint: disable=redefined-outer-name
     _chart, values, objects, _crd = rendered
-    assert values["operator"]["upgradeCRD"] is True
-    jobs = [o for o in objects if o["kind"] == "Job" and "upgrade-crd" in o["metadata"]["name"]]
-    assert jobs and "pre-upgrade" in jobs[0]["metadata"]["annotations"]["helm.sh/hook"]
+    assert values["operator"]["upgradeCRD"] is False
+    assert not [o for o in objects if o["kind"] == "Job" and "upgrade-crd" in o["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_the_charts_crd_hook_would_apply_no_crd_the_role_does_not(chart):
+    """The chart's own CRD upgrade (operator.upgradeCRD=true, its default) is a pre-upgrade Job running the operator's
+    image, which no kwok node runs: rendered here, its arguments name CRD files of the chart, each of which the role
+    applies itself (helm show crds: every CRD of crds/ and of the subcharts')."""
+    helm = pytest.importorskip("helm_python", reason="helm-python-sdk (requirements.txt) renders the real chart")
+    path = chart_dir(chart)
+    values = gpuop.merge(derive(chart_values=chart_values(chart))["values"], {"operator": {"upgradeCRD": True}})
+    manifests = helm.Chart.load(path).render(values, name="gpu-operator", namespace="gpu-operator", is_install=False)
+    objects = [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+    jobs = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "gpu-operator-upgrade-crd"]
+    assert len(jobs) == 1
+    assert jobs[0]["metadata"]["annotations"]["helm.sh/hook"] == "pre-upgrade"
+    container = jobs[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/usr/bin/manage-crds"] and container["args"][0] == "apply", container
+    assert container["image"].startswith("nvcr.io/nvidia/gpu-operator:"), container["image"]
+    files = _chart_crd_files(path)
+    hooked = [arg.split("=", 1)[1] for arg in container["args"][1:]]
+    assert hooked and all(arg.startswith("/opt/gpu-operator/") for arg in hooked), hooked
+    # every file the hook applies is one of the chart's, so the role's apply (every CRD of the chart) covers it
+    assert {os.path.basename(f) for f in hooked} <= set(files), (hooked, sorted(files))
+    assert "nfd-api-crds.yaml" in {os.path.basename(f) for f in hooked}  # nfd.enabled: its CRDs too
 
 
 def test_the_core_objects_pass_kubernetes_validate(rendered):  # pylint: disable=redefined-outer-name
@@ -326,7 +379,11 @@ def test_the_crd_read_back_names_the_fields_an_old_crd_lacks():
     missing = gpuop.missing_fields(new, old)
     assert missing, "the two charts' CRDs are expected to differ"
     assert gpu_operator_schema_problems([], new, live_crd=old)[0].startswith(
-        "the cluster's ClusterPolicy CRD lacks %d field(s) of the chart's: %s" % (len(missing), missing[0]))
+        "the cluster's clusterpolicies.nvidia.com lacks %d field(s) of the chart's: %s" % (len(missing), missing[0]))
+    moved = yaml.safe_load(yaml.safe_dump(new))
+    moved["spec"]["versions"][0]["served"] = False
+    assert gpu_operator_schema_problems([], new, live_crd=moved) == [
+        "the cluster's clusterpolicies.nvidia.com serves nothing, the chart's v1 (storage)"]
 
 
 def test_the_role_defaults_are_the_argument_spec_defaults():
@@ -335,3 +392,13 @@ def test_the_role_defaults_are_the_argument_spec_defaults():
     assert sorted(defaults) == sorted(options)
     for name, spec in options.items():
         assert spec.get("default") == defaults[name], name
+
+
+def test_the_crd_read_back_takes_every_crd_of_the_chart_by_name():
+    new, old = chart_crd("chart-v26.7.0"), chart_crd("chart-v26.3.3")
+    other = {"metadata": {"name": "nvidiadrivers.nvidia.com"}, "spec": {"versions": [
+        {"name": "v1alpha1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    assert gpu_operator_schema_problems([], [new, other], live_crd=[other, new]) == []
+    assert gpu_operator_schema_problems([], [new, other], live_crd=[new]) == ["the cluster has no nvidiadrivers.nvidia.com"]
+    problems = gpu_operator_schema_problems([], [new, other], live_crd=[old, other])
+    assert len(problems) == 1 and problems[0].startswith("the cluster's clusterpolicies.nvidia.com lacks"), problems
