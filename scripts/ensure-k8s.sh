@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure this machine has the test-only Kubernetes control plane of the Kubernetes tests (docs/kubernetes.md):
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of k8s.io/kubernetes, kwok's controller and helm,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of k8s.io/kubernetes, kwok's controller, helm and
+# Kueue's manager (with its CRDs and webhook manifests),
 # built with Go from the released modules that tests/k8s/versions.env names (through the Go module proxy, checked
 # against Go's checksum database), and etcd, taken from Debian 13's etcd-server package (through this machine's apt
 # cache, in the Debian 13 image). k8s.io/kubernetes cannot be installed with `go install` (its go.mod replaces its
@@ -17,7 +18,7 @@ proxy_conf=${GPUCLUSTER_APT_PROXY_CONF:-/var/cache/gpucluster-ops/apt-proxy.conf
 image=gpucluster/debian-systemd:trixie
 # The commands built from k8s.io/kubernetes.
 kubernetes_commands=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-tools=("${kubernetes_commands[@]}" kwok helm)
+tools=("${kubernetes_commands[@]}" kwok helm kueue)
 
 die() { echo "ensure-k8s: $*" >&2; exit 1; }
 
@@ -29,7 +30,8 @@ version_of() { sed -n "s/^$1=\([^[:space:]#]*\).*/\1/p" "$versions" | tail -1; }
 KUBERNETES_VERSION=$(version_of KUBERNETES_VERSION)
 KWOK_VERSION=$(version_of KWOK_VERSION)
 HELM_VERSION=$(version_of HELM_VERSION)
-for name in KUBERNETES_VERSION KWOK_VERSION HELM_VERSION; do
+KUEUE_VERSION=$(version_of KUEUE_VERSION)
+for name in KUBERNETES_VERSION KWOK_VERSION HELM_VERSION KUEUE_VERSION; do
     [[ "${!name}" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$versions: $name is '${!name}', not a release such as v1.2.3"
 done
 # A new version, Go or way of building (this script) is a new build.
@@ -40,6 +42,7 @@ complete() {
     local name
     for name in "${tools[@]}" etcd; do [ -x "$1/$name" ] || return 1; done
     [ -s "$1/kwok-stages.yaml" ] || return 1
+    [ -s "$1/kueue-webhooks.yaml" ] && [ -s "$1/kueue-crds/kueue.x-k8s.io_workloads.yaml" ] || return 1
     [ -s "$1/VERSIONS" ]
 }
 
@@ -49,7 +52,8 @@ mkdir -p "$cache/$key"
 work=$(mktemp -d "$cache/$key/bin.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
-echo "ensure-k8s: building ${tools[*]} ($KUBERNETES_VERSION, kwok $KWOK_VERSION, helm $HELM_VERSION) into $bin" \
+echo "ensure-k8s: building ${tools[*]} ($KUBERNETES_VERSION, kwok $KWOK_VERSION, helm $HELM_VERSION," \
+     "kueue $KUEUE_VERSION) into $bin" \
      "(once per machine)" >&2
 # The module that builds k8s.io/kubernetes's commands: its staging modules at their published releases.
 src="$work/src"
@@ -87,6 +91,15 @@ GOBIN=$work nice -n 10 go install -trimpath -ldflags=-s "sigs.k8s.io/kwok/cmd/kw
 GOBIN=$work nice -n 10 go install -trimpath -ldflags="-s -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
     || die "go install of helm.sh/helm/v3/cmd/helm@$HELM_VERSION failed"
+# Kueue's manager, and its CRDs and admission webhooks from the same module (its kustomize bases).
+GOBIN=$work nice -n 10 go install -trimpath \
+    -ldflags="-s -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" \
+    || die "go install of sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION failed"
+kueue_config="$GOMODCACHE/sigs.k8s.io/kueue@$KUEUE_VERSION/config/components"
+mkdir "$work/kueue-crds"
+cp "$kueue_config"/crd/bases/kueue.x-k8s.io_*.yaml "$work/kueue-crds/" || die "kueue $KUEUE_VERSION has no CRDs in $kueue_config"
+cp "$kueue_config/webhook/manifests.yaml" "$work/kueue-webhooks.yaml" || die "kueue $KUEUE_VERSION has no webhook manifests"
+chmod -R u+w "$work/kueue-crds" "$work/kueue-webhooks.yaml"
 rm -rf "$src"
 # kwok's stages (what it does to the nodes and pods it stands in for), from its release: nodes initialised and kept
 # Ready by heartbeats, pods Ready at once, completed and deleted.
@@ -111,6 +124,7 @@ docker run --rm --network bridge -v "$proxy_conf:/etc/apt/apt.conf.d/01gpucluste
     "$work/kube-apiserver" --version
     echo "kwok $KWOK_VERSION"
     echo "helm $("$work/helm" version --short)"
+    echo "kueue $KUEUE_VERSION"
     echo "etcd $(cat "$work/etcd.version") (Debian 13 etcd-server)"
 } > "$work/VERSIONS"
 complete "$work" || die "the build left $work incomplete"

@@ -812,7 +812,8 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
     if capacity is not None:
         pool["spec"]["resourceGroups"] = [{
             "coveredResources": [GPU_RESOURCE],
-            "flavors": [{"name": flavor, "resources": [{"name": GPU_RESOURCE, "nominalQuota": capacity.get(flavor, 0)}]}
+            "flavors": [{"name": flavor,
+                         "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(capacity.get(flavor, 0))}]}
                         for flavor in flavors]}]
     objects.append(pool)
     names = set(t["name"] for t in on)
@@ -835,9 +836,10 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
                             "metadata": {"name": "gpu-quota", "namespace": namespace, "labels": dict(team_labels),
                                          "annotations": dict(annotations)},
                             "spec": {"hard": {"requests." + GPU_RESOURCE: str(limit)}}})
-        resource = {"name": GPU_RESOURCE, "nominalQuota": 0}
+        # Quantities as strings, the form Kueue's webhook writes back (a number here would be a change at every run).
+        resource = {"name": GPU_RESOURCE, "nominalQuota": "0"}
         if limit is not None:
-            resource["borrowingLimit"] = limit
+            resource["borrowingLimit"] = str(limit)
         victims = [v for v in team["preempts"] if v in names]
         preemption = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
                       "borrowWithinCohort": {"policy": "Never"}}

@@ -12,6 +12,7 @@ directory, and runs at a low CPU priority; stop() ends them all.
 
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -22,12 +23,17 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "helm")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "helm", "kueue")
 # The annotation kwok manages nodes by.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # A pod with this annotation is never made ready (kwok's pod-ready stage skips it): it stays Pending, as a pod whose
 # image cannot be pulled would, so a release waiting for it times out (the --atomic rollback of the tests).
 KWOK_UNREADY_ANNOTATION = "gpucluster.ops/kwok-unready"
+# A Job's pod with this annotation keeps running (kwok's pod-complete stage skips it) until the test deletes it: a
+# training job that holds its GPUs while Kueue admits, lends and preempts around it.
+KWOK_KEEP_RUNNING_ANNOTATION = "gpucluster.ops/kwok-keep-running"
+# Kueue's admission webhooks kept: those of its own objects and of batch/v1 Jobs (the one integration enabled).
+KUEUE_WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")
 NICE = 10
 
 
@@ -66,7 +72,8 @@ class ControlPlane(object):
 
     def _spawn(self, name, argv):
         log = open(self._path("%s.log" % name), "ab")
-        self.procs[name] = subprocess.Popen([os.path.join(self.bin, argv[0])] + argv[1:], stdout=log,
+        program = argv[0] if os.path.isabs(argv[0]) else os.path.join(self.bin, argv[0])
+        self.procs[name] = subprocess.Popen([program] + argv[1:], stdout=log,
                                             stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
                                             preexec_fn=lambda: os.nice(NICE))
         log.close()
@@ -95,6 +102,11 @@ class ControlPlane(object):
             raise RuntimeError("kwok's stages in %s have no single pod-ready stage" % self.bin)
         ready[0]["spec"]["selector"].setdefault("matchExpressions", []).append(
             {"key": '.metadata.annotations["%s"]' % KWOK_UNREADY_ANNOTATION, "operator": "DoesNotExist"})
+        complete = [s for s in stages if s.get("metadata", {}).get("name") == "pod-complete"]
+        if len(complete) != 1:
+            raise RuntimeError("kwok's stages in %s have no single pod-complete stage" % self.bin)
+        complete[0]["spec"]["selector"].setdefault("matchExpressions", []).append(
+            {"key": '.metadata.annotations["%s"]' % KWOK_KEEP_RUNNING_ANNOTATION, "operator": "DoesNotExist"})
         path = self._path("kwok-stages.yaml")
         with open(path, "w") as handle:
             yaml.safe_dump_all(stages, handle, sort_keys=False)
@@ -186,6 +198,79 @@ class ControlPlane(object):
         self._wait("the default ServiceAccount", lambda: self._get(
             "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, timeout)
         return self
+
+    def start_kueue(self, timeout=120):
+        """Kueue's manager beside the control plane, out of cluster as Kueue's own integration tests run it: its CRDs
+        (from the same module), a CA and serving certificate made here, its admission webhooks (those of its objects
+        and of batch/v1 Jobs, the one integration enabled) pointing at it on loopback, internal cert management,
+        leader election and the visibility server off. Returns the kubectl output of its CRDs."""
+        import base64  # pylint: disable=import-outside-toplevel
+        import yaml  # pylint: disable=import-outside-toplevel
+        kueue = os.path.join(self.bin, "kueue")
+        missing = [p for p in (kueue, os.path.join(self.bin, "kueue-crds"), os.path.join(self.bin, "kueue-webhooks.yaml"))
+                   if not os.path.exists(p)]
+        if missing:
+            raise RuntimeError("Kueue's %s missing: run scripts/ensure-k8s.sh" % ", ".join(missing))
+        certs = self._path("kueue-certs")
+        os.makedirs(certs, exist_ok=True)
+        ca_key, ca_crt = os.path.join(certs, "ca.key"), os.path.join(certs, "ca.crt")
+        key, csr, crt = (os.path.join(certs, name) for name in ("tls.key", "tls.csr", "tls.crt"))
+        ext = os.path.join(certs, "san.ext")
+        with open(ext, "w") as handle:
+            handle.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        for argv in (["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
+                      "-days", "2", "-subj", "/CN=gpucluster-tests-kueue-ca"],
+                     ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+                      "-subj", "/CN=127.0.0.1"],
+                     ["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
+                      "-out", crt, "-days", "2", "-extfile", ext]):
+            subprocess.run(argv, check=True, capture_output=True)
+        with open(ca_crt, "rb") as handle:
+            ca_bundle = base64.b64encode(handle.read()).decode()
+        self.kubectl("apply", "--server-side", "-f", os.path.join(self.bin, "kueue-crds"))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", os.path.join(self.bin, "kueue-crds"))
+        self.kubectl("create", "namespace", "kueue-system")
+        port, health = _free_port(), _free_port()
+        with open(os.path.join(self.bin, "kueue-webhooks.yaml")) as handle:
+            configurations = [d for d in yaml.safe_load_all(handle) if d]
+        for configuration in configurations:
+            kept = []
+            for hook in configuration.get("webhooks") or []:
+                groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+                if groups and groups <= set(KUEUE_WEBHOOK_GROUPS):
+                    hook["clientConfig"] = {"url": "https://127.0.0.1:%d%s" % (port, hook["clientConfig"]["service"]["path"]),
+                                            "caBundle": ca_bundle}
+                    kept.append(hook)
+            configuration["webhooks"] = kept
+            configuration["metadata"]["name"] = "kueue-" + configuration["metadata"]["name"]
+        config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
+                  "health": {"healthProbeBindAddress": "127.0.0.1:%d" % health}, "metrics": {"bindAddress": "0"},
+                  "webhook": {"port": port, "host": "127.0.0.1", "certDir": certs},
+                  "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+                  "featureGates": {"VisibilityOnDemand": False},
+                  "integrations": {"frameworks": ["batch/job"]}}
+        with open(self._path("kueue-config.yaml"), "w") as handle:
+            yaml.safe_dump(config, handle)
+        # Kueue reads its metrics certificate from a fixed path, /etc/kueue/metrics/certs, when it manages no
+        # certificates itself: in a mount namespace of its own, /etc is an overlay whose upper layer (in the test's
+        # directory) has that path, the test's certificate. The machine's /etc is left as it is.
+        upper, work = self._path("kueue-etc", "upper"), self._path("kueue-etc", "work")
+        os.makedirs(upper, exist_ok=True)
+        os.makedirs(work, exist_ok=True)
+        script = ('mount -t overlay overlay -o lowerdir=/etc,upperdir="$1",workdir="$2" /etc && '
+                  'mkdir -p /etc/kueue/metrics && ln -sfn "$3" /etc/kueue/metrics/certs && shift 3 && exec "$@"')
+        self._spawn("kueue", [shutil.which("unshare") or "/usr/bin/unshare", "--mount", "--propagation", "private",
+                              "sh", "-c", script, "kueue-wrapper", upper, work, certs,
+                              os.path.join(self.bin, "kueue"), "--config", self._path("kueue-config.yaml"),
+                              "--kubeconfig", self.kubeconfig, "--zap-log-level", "2"])
+
+        def ready():
+            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % health, timeout=5) as response:
+                return response.status == 200
+        self._wait("Kueue's manager ready", ready, timeout)
+        # the webhooks only once the manager serves them: before, every Job and Kueue object would be refused
+        self.kubectl("apply", "-f", "-", input_text="\n---\n".join(json.dumps(c) for c in configurations))
+        return self.kubectl("get", "crd", "-o", "name")
 
     def kubectl(self, *args, check=True, input_text=None):
         proc = subprocess.run([os.path.join(self.bin, "kubectl"), "--kubeconfig", self.kubeconfig] + list(args),

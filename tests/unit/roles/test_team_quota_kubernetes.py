@@ -76,7 +76,7 @@ def test_check_mode_hands_the_checked_objects_to_the_stand_in(tmp_path):
         assert call["args"]["state"] == "present" and call["args"]["apply"] is True, call
         assert call["args"]["server_side_apply"]["field_manager"] == "gpucluster.ops", call
     pool = [o for o in want if o["kind"] == "Cohort"][0]["spec"]["resourceGroups"][0]["flavors"]
-    assert pool == [{"name": "gpu-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]
+    assert pool == [{"name": "gpu-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "6"}]}]
     assert sorted(o["metadata"]["name"] for o in want if o["kind"] == "ClusterQueue") == ["research"]
     # The removed team's queue is named, with its work, and left alone (no delete was asked of the stand-in).
     assert "team_quota: ClusterQueue vision (team vision) is no longer in team_quota_teams and was left in place with 2 " \

@@ -273,7 +273,7 @@ def test_kubernetes_objects():
     # Issue 19: borrowingLimit 0 let no team borrow, so no preemption across teams could act. The GPUs are now the
     # Cohort's pool (nominalQuota 0 here) and the team's GPUs at once are what it may borrow of them.
     assert research["resourceGroups"][0]["flavors"][0]["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 16}]
+        {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "16"}]
     assert research["preemption"]["reclaimWithinCohort"] == "Any"
     assert queues["development"]["spec"]["preemption"]["reclaimWithinCohort"] == "Never"
     assert research["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "team-research"}}

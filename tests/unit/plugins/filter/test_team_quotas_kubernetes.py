@@ -171,12 +171,12 @@ def test_the_gpus_are_one_pool_and_each_team_borrows_up_to_its_limit():
                          kubernetes_cluster={"nodes": {"n1": {"a100": 8}, "n2": {"a100": 8}, "n3": {"h100": 16}}})
     cohort = by_name(result, "Cohort")["gpucluster"]["spec"]["resourceGroups"]
     assert cohort == [{"coveredResources": [GPU], "flavors": [
-        {"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": 16}]},
-        {"name": "gpu-h100", "resources": [{"name": GPU, "nominalQuota": 16}]}]}]
+        {"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": "16"}]},
+        {"name": "gpu-h100", "resources": [{"name": GPU, "nominalQuota": "16"}]}]}]
     queues = by_name(result, "ClusterQueue")
     assert queues["development"]["spec"]["resourceGroups"][0]["flavors"] == [
-        {"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": 0, "borrowingLimit": 8}]},
-        {"name": "gpu-h100", "resources": [{"name": GPU, "nominalQuota": 0, "borrowingLimit": 8}]}]
+        {"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": "0", "borrowingLimit": "8"}]},
+        {"name": "gpu-h100", "resources": [{"name": GPU, "nominalQuota": "0", "borrowingLimit": "8"}]}]
     assert all(q["spec"]["cohortName"] == "gpucluster" for q in queues.values())
     # The cohort is created before the queues that join it, the namespaces before what lives in them.
     kinds = [o["kind"] for o in result["kubernetes"]]
@@ -200,7 +200,7 @@ def test_preemption_is_slurms_graph_as_priorities():
 def test_an_unlimited_team_borrows_without_a_limit_and_has_no_resource_quota():
     result = model.build({"ops": None}, kubernetes_cluster=nodes(l40s=4))
     resources = by_name(result, "ClusterQueue")["ops"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    assert resources == [{"name": GPU, "nominalQuota": 0}]
+    assert resources == [{"name": GPU, "nominalQuota": "0"}]
     assert objects(result, "ResourceQuota") == []
 
 
@@ -332,7 +332,7 @@ def test_example_teams_slurm_and_kubernetes_agree():
             if team["kubernetes_max_concurrent"] is None:
                 assert slurm[team["name"]]["grp_tres"]["gres/gpu"] == limit, (name, team["name"])
             for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
-                assert flavor["resources"] == [{"name": GPU, "nominalQuota": 0, "borrowingLimit": limit}]
+                assert flavor["resources"] == [{"name": GPU, "nominalQuota": "0", "borrowingLimit": str(limit)}]
             assert quotas[team["name"]]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(limit)}
             # Budgets: Slurm's GrpTRESMins, as the annotation (in hours per period).
             hours, period = queue["metadata"]["annotations"]["gpucluster.ops/gpu-hours"].split("/")
