@@ -125,6 +125,13 @@ options:
     description: How error messages name the Kubernetes GPU nodes, for example their inventory group.
     type: str
     default: the Kubernetes GPU nodes
+  kubernetes_replicas:
+    description:
+      - GPU type to the C(nvidia.com/gpu) the device plugin advertises per physical GPU (the GPU Operator's
+        time-slicing replicas, C(gpu_operator_time_slicing)). Quotas count what is advertised; the Cohort's pool of
+        the type, each team's borrowing limit on it and its ResourceQuota are the physical GPUs times the replicas.
+        The checks against the nodes stay in physical GPUs. Types must be of O(gpu_types).
+    type: dict
   fairshare_weight:
     description:
       - C(PriorityWeightFairshare) in the returned slurm.conf keys (the weight of a job's fair-share factor, from the
@@ -266,7 +273,7 @@ def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium
                 accounting_tres=True, errors="raise", cluster=None, gpu_types_variable="team_quota_gpu_types",
                 cluster_name="the cluster", kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes",
                 fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT, age_weight=DEFAULT_AGE_WEIGHT, calc_period=None, decay_half_life=None, offpeak=None,
-                partitions=None, prices=None, currency="EUR"):
+                partitions=None, prices=None, currency="EUR", kubernetes_replicas=None):
     """Return the validated, normalised team model and its Slurm, slurm.conf and Kubernetes forms."""
     if errors not in ("raise", "return"):
         raise AnsibleFilterError("team_quotas: errors is %r: use 'raise' or 'return'" % (errors,))
@@ -277,7 +284,8 @@ def team_quotas(teams, gpu_types=None, priorities=None, default_priority="medium
                       cluster_name=cluster_name, kubernetes_cluster=kubernetes_cluster,
                       kubernetes_name=kubernetes_name, fairshare_weight=fairshare_weight, age_weight=age_weight,
                       calc_period=calc_period, decay_half_life=decay_half_life, offpeak=offpeak,
-                      partitions=partitions, prices=prices, currency=currency)
+                      partitions=partitions, prices=prices, currency=currency,
+                      kubernetes_replicas=kubernetes_replicas)
     except TeamQuotaError as exc:
         if errors == "return":
             return {"errors": exc.problems}

@@ -774,8 +774,28 @@ def _kubernetes_teams(teams, flavors_of, capacity, var, where, problems):
     return on
 
 
+def _replicas(replicas, cluster_types, variable, problems):
+    """{flavor: nvidia.com/gpu the device plugin advertises per physical GPU} from {GPU type: replicas}."""
+    if not replicas:
+        return {}
+    if not isinstance(replicas, dict):
+        problems.items.append("%s is %r: a mapping of GPU type to replicas per GPU" % (variable, replicas))
+        return {}
+    out = {}
+    for gpu, count in sorted(replicas.items(), key=lambda item: str(item[0])):
+        if not _is_int(count) or count < 1:
+            problems.items.append("%s.%s is %r: a whole number of replicas per GPU, at least 1" % (variable, gpu, count))
+        elif cluster_types and gpu in cluster_types:
+            out["gpu-%s" % gpu] = count
+        elif not cluster_types:
+            problems.items.append("%s time-slices %s, but the quotas name no GPU types (team_quota_gpu_types): the "
+                                  "slices of one type cannot be counted apart" % (variable, gpu))
+    return out
+
+
 def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=None, var="team_quota_teams",
-                where="the Kubernetes GPU nodes", problems=None, types_var="team_quota_gpu_types"):
+                where="the Kubernetes GPU nodes", problems=None, types_var="team_quota_gpu_types",
+                replicas=None, replicas_var="gpu_operator_time_slicing"):
     """Namespaces, ResourceQuotas and Kueue objects that mean what the Slurm QOS mean.
 
     All GPUs of the Kubernetes GPU nodes are one pool, the Cohort's own nominalQuota (per flavor); each team's
@@ -784,8 +804,12 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
     gets borrowWithinCohort LowerPriority with maxPriorityThreshold = the highest priority of the teams it preempts
     (its workloads all borrow, so this is what takes GPUs from their running work); the others never preempt.
     Without ``kubernetes_cluster`` (the Kubernetes GPU nodes' GPUs) the Cohort has no quota: Kueue admits nothing.
+    Quotas count what the device plugin advertises: with ``replicas`` ({GPU type: time-slicing replicas per GPU,
+    the GPU Operator's}) a flavor's pool, each team's borrowing limit on it and its ResourceQuota are the physical
+    GPUs times the replicas; the checks against the nodes stay in physical GPUs.
     """
     problems = problems if problems is not None else _Problems()
+    per_gpu = _replicas(replicas, cluster_types, replicas_var, problems)
     labels = dict(MANAGED_LABELS)
     objects = []
     flavors = ["gpu-%s" % gpu for gpu in cluster_types] or ["gpu"]
@@ -813,7 +837,8 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
         pool["spec"]["resourceGroups"] = [{
             "coveredResources": [GPU_RESOURCE],
             "flavors": [{"name": flavor,
-                         "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(capacity.get(flavor, 0))}]}
+                         "resources": [{"name": GPU_RESOURCE,
+                                        "nominalQuota": str(capacity.get(flavor, 0) * per_gpu.get(flavor, 1))}]}
                         for flavor in flavors]}]
     objects.append(pool)
     names = set(t["name"] for t in on)
@@ -835,11 +860,15 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
             objects.append({"apiVersion": "v1", "kind": "ResourceQuota",
                             "metadata": {"name": "gpu-quota", "namespace": namespace, "labels": dict(team_labels),
                                          "annotations": dict(annotations)},
-                            "spec": {"hard": {"requests." + GPU_RESOURCE: str(limit)}}})
+                            "spec": {"hard": {"requests." + GPU_RESOURCE: str(
+                                limit * max([per_gpu.get(f, 1) for f in flavors_of(team)] or [1]))}}})
+
         # Quantities as strings, the form Kueue's webhook writes back (a number here would be a change at every run).
-        resource = {"name": GPU_RESOURCE, "nominalQuota": "0"}
-        if limit is not None:
-            resource["borrowingLimit"] = str(limit)
+        def resource(flavor, limit=limit):
+            quota = {"name": GPU_RESOURCE, "nominalQuota": "0"}
+            if limit is not None:
+                quota["borrowingLimit"] = str(limit * per_gpu.get(flavor, 1))
+            return quota
         victims = [v for v in team["preempts"] if v in names]
         preemption = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
                       "borrowWithinCohort": {"policy": "Never"}}
@@ -856,7 +885,7 @@ def _kubernetes(teams, cluster_types, flavor_label, cohort, kubernetes_cluster=N
                 "queueingStrategy": "BestEffortFIFO",
                 "resourceGroups": [{
                     "coveredResources": [GPU_RESOURCE],
-                    "flavors": [{"name": flavor, "resources": [dict(resource)]} for flavor in flavors_of(team)],
+                    "flavors": [{"name": flavor, "resources": [resource(flavor)]} for flavor in flavors_of(team)],
                 }],
                 "preemption": preemption,
             },
@@ -877,12 +906,15 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
           kubernetes_cluster=None, kubernetes_name="the Kubernetes GPU nodes", fairshare_weight=DEFAULT_FAIRSHARE_WEIGHT,
           age_weight=DEFAULT_AGE_WEIGHT,
           calc_period=None, decay_half_life=None, offpeak=None, partitions=None, prices=None, currency="EUR",
-          offpeak_variable="team_quota_offpeak", prices_variable="team_quota_gpu_prices"):
+          offpeak_variable="team_quota_offpeak", prices_variable="team_quota_gpu_prices", kubernetes_replicas=None,
+          kubernetes_replicas_variable="gpu_operator_time_slicing"):
     """Validate ``teams`` (the inventory mapping) and return the normalised model with its Slurm and Kubernetes forms.
 
     With ``cluster`` (see check_cluster) the teams are checked against the cluster's nodes and partitions too, and
     the model has ``warnings``. With ``kubernetes_cluster`` (the same shape, of the Kubernetes GPU nodes) the
-    Kubernetes objects get the Cohort's GPUs and the teams are checked against them (see _kubernetes). Raises ``TeamQuotaError`` listing every problem.
+    Kubernetes objects get the Cohort's GPUs and the teams are checked against them (see _kubernetes), counted as
+    the device plugin advertises them with ``kubernetes_replicas`` (GPU type to time-slicing replicas). Raises
+    ``TeamQuotaError`` listing every problem.
 
     Fair share: ``fairshare_weight``, ``age_weight``, ``calc_period`` and ``decay_half_life`` become
     PriorityWeightFairshare, PriorityWeightAge, PriorityCalcPeriod and PriorityDecayHalfLife (None: left out); each
@@ -928,7 +960,8 @@ def build(teams, priorities=None, default_priority="medium", gpu_types=None, qos
     if cluster is not None:
         warnings = check_cluster(normal, cluster_types, cluster, variable, gpu_types_variable, problems, cluster_name)
     kubernetes = _kubernetes(normal, cluster_types, flavor_label, cohort, kubernetes_cluster, variable,
-                             kubernetes_name, problems, gpu_types_variable)
+                             kubernetes_name, problems, gpu_types_variable, kubernetes_replicas,
+                             kubernetes_replicas_variable)
     if problems.items:
         raise TeamQuotaError(problems.items)
     ordered = [normal[name] for name in sorted(normal)]

@@ -41,12 +41,13 @@ def kueue(plane):
     return plane
 
 
-def _run(plane, folder, args=()):
+def _run(plane, folder, args=(), nodes=None, gpu_type=GPU_TYPE, teams=None, **extra):
     folder.mkdir(parents=True, exist_ok=True)
-    hosts = {node: {"slurm_node_gres": [{"name": "gpu", "type": GPU_TYPE, "count": gpus}]} for node, gpus in NODES.items()}
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                                  "gpucluster_kubeconfig": plane.kubeconfig, "team_quota_teams": TEAMS,
-                                  "team_quota_gpu_types": [GPU_TYPE]},
+    hosts = {node: {"slurm_node_gres": [{"name": "gpu", "type": gpu_type, "count": gpus}]}
+             for node, gpus in (nodes or NODES).items()}
+    inventory = {"all": {"vars": dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                       "gpucluster_kubeconfig": plane.kubeconfig, "team_quota_teams": teams or TEAMS,
+                                       "team_quota_gpu_types": [gpu_type]}, **extra),
                          "children": {"kubernetes_gpu_nodes": {"hosts": hosts}}}}
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (folder / "play.yml").write_text(yaml.safe_dump(PLAY))
@@ -185,3 +186,39 @@ def test_the_higher_priority_team_reclaims_what_research_borrowed(kueue, applied
     assert evicted and evicted["status"] == "True" and evicted["reason"] == "Preempted", evicted
     assert not _admitted(kueue, "research", "big")
     _wait("training/train's pod Running", lambda: _running_pods(kueue, "training", "train"))
+
+
+def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises(kueue, tmp_path):
+    """mixed-a100-l40s's L40S time-sliced four ways (gpu_operator_time_slicing: {l40s: 4}): two nodes of 2 L40S
+    advertise 8 nvidia.com/gpu each; a team allowed 4 GPUs at once gets 16 slices, and Kueue admits a Job of 12."""
+    nodes = {"l40sk01": 2, "l40sk02": 2}
+    for node, gpus in nodes.items():
+        kueue.add_node(node, labels={"gpucluster.ops/gpu-type": "l40s"}, gpus=gpus * 4)
+    teams = {"inference": {"description": "Inference", "gpu_hours": "1000/month", "max_concurrent": 4,
+                           "priority": "high", "members": ["elena"]}}
+    rc, out = _run(kueue, tmp_path / "sliced", nodes=nodes, gpu_type="l40s", teams=teams,
+                   team_quota_kubernetes_cohort="sliced", gpu_operator_time_slicing={"l40s": 4})
+    assert rc == 0, out[-6000:]
+    cohort = _get(kueue, "cohorts.kueue.x-k8s.io", "sliced")
+    assert str(cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]) == "16"
+    quota = _get(kueue, "resourcequota", "gpu-quota", "-n", "team-inference")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
+    _wait("ClusterQueue inference Active", lambda: (_condition(
+        _get(kueue, "clusterqueues.kueue.x-k8s.io", "inference"), "Active") or {}).get("status") == "True", 30)
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "serve", "namespace": "team-inference",
+                        "labels": {"kueue.x-k8s.io/queue-name": "inference",
+                                   "kueue.x-k8s.io/priority-class": "team-inference"}},
+           "spec": {"suspend": True, "parallelism": 12, "completions": 12, "backoffLimit": 0,
+                    "template": {"metadata": {"annotations": {KWOK_KEEP_RUNNING_ANNOTATION: "true"}},
+                                 "spec": {"restartPolicy": "Never", "containers": [{
+                                     "name": "serve", "image": "nvcr.io/nvidia/tritonserver:24.08-py3",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    kueue.kubectl("create", "-f", "-", input_text=json.dumps(job))
+    _wait("inference/serve admitted", lambda: _admitted(kueue, "inference", "serve"))
+
+    def running():
+        pods = _get(kueue, "pods", "-n", "team-inference", "-l", "job-name=serve")["items"]
+        up = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") in nodes]
+        return up if len(up) == 12 else None
+    assert len(_wait("12 slices running on 4 physical L40S", running)) == 12

@@ -343,3 +343,29 @@ def test_example_teams_slurm_and_kubernetes_agree():
         # Who preempts whom: Slurm's Preempt lists, among the teams on Kubernetes.
         assert _kueue_preempts(result) == dict(
             (n, sorted(set(slurm[n]["preempt"]) & on_kubernetes)) for n in on_kubernetes), name
+
+
+def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises():
+    """mixed-a100-l40s's L40S time-sliced four ways (gpu_operator_time_slicing: {l40s: 4}): the pool and the caps of
+    the l40s flavor are 4x the physical GPUs; the A100s, not sliced, stay as they are; the checks stay physical."""
+    teams = {"inference": {"max_concurrent": 4, "priority": "high", "gpu_types": ["l40s"], "members": ["a"]},
+             "research": {"max_concurrent": 6, "priority": "low", "members": ["b"]}}
+    cluster = {"nodes": {"l40s01": {"l40s": 4}, "l40s02": {"l40s": 4}, "a100k01": {"a100": 4}}}
+    result = team_quotas(teams, ["a100", "l40s"], kubernetes_cluster=cluster, kubernetes_replicas={"l40s": 4})
+    objects = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o for o in result["kubernetes"]}
+    pool = objects[("Cohort", "gpucluster", None)]["spec"]["resourceGroups"][0]["flavors"]
+    assert pool == [{"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": "4"}]},
+                    {"name": "gpu-l40s", "resources": [{"name": GPU, "nominalQuota": "32"}]}]
+    research = objects[("ClusterQueue", "research", None)]["spec"]["resourceGroups"][0]["flavors"]
+    assert research == [{"name": "gpu-a100", "resources": [{"name": GPU, "nominalQuota": "0", "borrowingLimit": "6"}]},
+                        {"name": "gpu-l40s", "resources": [{"name": GPU, "nominalQuota": "0", "borrowingLimit": "24"}]}]
+    assert objects[("ResourceQuota", "gpu-quota", "team-research")]["spec"]["hard"] == {"requests.nvidia.com/gpu": "24"}
+    assert objects[("ResourceQuota", "gpu-quota", "team-inference")]["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
+    # physical checks: 9 GPUs at once of l40s is more than the 8 L40S, whatever the slices
+    bad = dict(teams, inference=dict(teams["inference"], max_concurrent=9))
+    errors = team_quotas(bad, ["a100", "l40s"], kubernetes_cluster=cluster, kubernetes_replicas={"l40s": 4},
+                         errors="return")["errors"]
+    assert any("inference" in e and "9" in e for e in errors), errors
+    assert team_quotas(teams, ["a100", "l40s"], kubernetes_cluster=cluster, kubernetes_replicas={"l40s": 0},
+                       errors="return")["errors"] == [
+        "gpu_operator_time_slicing.l40s is 0: a whole number of replicas per GPU, at least 1"]
