@@ -29,11 +29,16 @@ LEFTOVER = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": "vision", "labels": {"app.kubernetes.io/managed-by": "gpucluster.ops",
                                                       "gpucluster.ops/team": "vision"}},
             "status": {"admittedWorkloads": 2, "pendingWorkloads": 1}}
+# This run's queue, which Kueue has made Active (the role reads it back until it is).
+ACTIVE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+          "metadata": {"name": "research", "labels": {"app.kubernetes.io/managed-by": "gpucluster.ops",
+                                                      "gpucluster.ops/team": "research"}},
+          "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "Can admit"}]}}
 STAND_IN = [
     {"module": "kubernetes.core.k8s_cluster_info",
      "result": {"version": {"server": {"kubernetes": {"gitVersion": "v1.33.4"}}}, "apis": {}, "connection": {}}},
     {"module": "kubernetes.core.k8s_info", "args": {"kind": "ClusterQueue"},
-     "result": {"api_found": True, "resources": [LEFTOVER]}},
+     "result": {"api_found": True, "resources": [LEFTOVER, ACTIVE]}},
     {"module": "kubernetes.core.k8s_info", "result": {"api_found": True, "resources": []}},
     {"module": "kubernetes.core.k8s", "result": {"changed": True, "method": "apply", "result": {}}},
     {"module": "command", "result": {"rc": 0, "stdout": "", "stderr": ""}},
