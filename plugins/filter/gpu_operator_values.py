@@ -19,8 +19,8 @@ description:
     every C(repository) of the chart on the site registry, and C(operator.upgradeCRD=false) (the gpu_operator role
     applies the chart's CRDs itself).
   - Each node's labels are C(nvidia.com/gpu.deploy.operands=true), its device plugin config, and
-    C(nvidia.com/gpu.deploy.driver=false) and C(nvidia.com/gpu.deploy.container-toolkit=false) where the nvidia_driver
-    and container_toolkit roles provide them on the host; never a label that NFD or GPU Feature Discovery owns.
+    C(nvidia.com/gpu.deploy.driver=false) where the nvidia_driver role installs the host driver (C(true) elsewhere);
+    never a label that NFD or GPU Feature Discovery owns.
   - With O(chart_values) and O(crd), every key of the result (the extra values too) must be a key of the chart's
     C(values.yaml) or of the ClusterPolicy CRD's spec schema; an unknown key fails, naming it and the nearest valid
     key.
@@ -34,8 +34,8 @@ options:
     required: true
   nodes:
     description:
-      - Inventory host to what the collection does there, C({driver_managed, driver_version, toolkit_managed,
-        dcgm_managed, dcgm_exporter_managed, dcgm_exporter_port, slurm, gpu_model}).
+      - Inventory host to what the collection does there, C({driver_managed, driver_version, dcgm_managed,
+        dcgm_exporter_managed, dcgm_exporter_port, slurm, gpu_model}).
     type: dict
     required: true
   chart_values:
@@ -70,7 +70,7 @@ _value:
       description: Inventory host to the labels its Kubernetes node gets.
       type: dict
       sample: {l40s05: {nvidia.com/gpu.deploy.operands: "true", nvidia.com/device-plugin.config: l40s,
-                        nvidia.com/gpu.deploy.driver: "false", nvidia.com/gpu.deploy.container-toolkit: "false"}}
+                        nvidia.com/gpu.deploy.driver: "false"}}
     notes:
       description: What the run should say (a setting that has no effect, a value the validator is not told).
       type: list

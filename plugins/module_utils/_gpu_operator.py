@@ -28,10 +28,11 @@ MIG_STRATEGIES = ("none", "single", "mixed")
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # Operands (driver, toolkit, device plugin, ...) run on nodes without this label set to "false".
 DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
-# The operator's per-node switches of one operand: "false" where the host stack (the nvidia_driver and
-# container_toolkit roles) already provides it, so the operator never deploys a second one there.
+# The operator's per-node switch of its driver: "false" where the nvidia_driver role installs the host driver, so
+# the operator never deploys a second one there, "true" elsewhere (always set, so that a node the inventory moves to
+# the operator's driver loses the "false"). The container toolkit has no such label here: the container_toolkit role
+# installs the toolkit but configures no container runtime, so the operator's toolkit is what configures containerd.
 DEPLOY_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
-DEPLOY_TOOLKIT_LABEL = "nvidia.com/gpu.deploy.container-toolkit"
 DEVICE_PLUGIN_CONFIG_NAME = "gpucluster-device-plugin-config"
 DEFAULT_CONFIG = "default"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -143,8 +144,8 @@ def time_slicing_config(model, replicas, mig_strategy):
 
 def derive_values(settings, nodes, chart_values=None):
     """The chart's values for ``settings`` (the role's variables, without their gpu_operator_ prefix) on ``nodes``
-    ({inventory host: {driver_managed, driver_version, toolkit_managed, dcgm_managed, dcgm_exporter_managed,
-    dcgm_exporter_port, slurm, gpu_model}}), with every ``repository`` of ``chart_values`` on the site registry when one is set.
+    ({inventory host: {driver_managed, driver_version, dcgm_managed, dcgm_exporter_managed, dcgm_exporter_port,
+    slurm, gpu_model}}), with every ``repository`` of ``chart_values`` on the site registry when one is set.
 
     Returns {values, labels: {host: {label: value}}, notes: [..]}."""
     if not nodes:
@@ -262,10 +263,7 @@ def derive_values(settings, nodes, chart_values=None):
                                    "'.')" % (host, model))
         labels[host] = {DEPLOY_OPERANDS_LABEL: "true",
                         DEVICE_PLUGIN_CONFIG_LABEL: model if model in slicing else DEFAULT_CONFIG}
-        if nodes[host].get("driver_managed"):
-            labels[host][DEPLOY_DRIVER_LABEL] = "false"
-        if nodes[host].get("toolkit_managed"):
-            labels[host][DEPLOY_TOOLKIT_LABEL] = "false"
+        labels[host][DEPLOY_DRIVER_LABEL] = "false" if nodes[host].get("driver_managed") else "true"
     unused = sorted(set(slicing) - {nodes[h].get("gpu_model") for h in hosts})
     if unused:
         notes.append("gpu_operator: gpu_operator_time_slicing names %s, the model of no Kubernetes GPU node"

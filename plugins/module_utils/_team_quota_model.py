@@ -787,7 +787,12 @@ def _replicas(replicas, cluster_types, variable, problems):
             problems.items.append("%s.%s is %r: a whole number of replicas per GPU, at least 1" % (variable, gpu, count))
         elif cluster_types and gpu in cluster_types:
             out["gpu-%s" % gpu] = count
-        elif not cluster_types:
+        elif cluster_types:
+            # keyed by GPU model (gpu_operator_gpu_model): one the quotas do not name would go uncounted
+            problems.items.append("%s time-slices %s, which is no GPU type of the quotas (%s): its slices cannot be "
+                                  "counted; name the model as the type (gpu_operator_gpu_model) or the type as the "
+                                  "model" % (variable, gpu, ", ".join(cluster_types)))
+        else:
             problems.items.append("%s time-slices %s, but the quotas name no GPU types (team_quota_gpu_types): the "
                                   "slices of one type cannot be counted apart" % (variable, gpu))
     return out

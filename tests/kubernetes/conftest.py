@@ -11,6 +11,15 @@ from k8s_control_plane import ControlPlane, ensure_binaries
 NODES = ["dgx01", "dgx02"]
 
 
+def recap(out):
+    """{host: {ok, changed, ...}} from an ansible-playbook output's PLAY RECAP; an output without one fails (a
+    "changes nothing" check on no recap at all would pass)."""
+    counters = {line.split()[0]: dict(pair.split("=") for pair in line.split(":", 1)[1].split())
+                for line in out.splitlines() if " : ok=" in line}
+    assert counters, "no PLAY RECAP in the output: %s" % out[-3000:]
+    return counters
+
+
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory):
     bin_dir = ensure_binaries()

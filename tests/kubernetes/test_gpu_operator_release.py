@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import NODES
+from conftest import NODES, recap
 from k8s_control_plane import KWOK_UNREADY_ANNOTATION
 from render_step import ansible_env
 from skip_policy import require_shared, shared_path
@@ -71,11 +71,6 @@ def _history(plane):
 
 def _crd(plane, name):
     return json.loads(plane.kubectl("get", "crd", name, "-o", "json", "--show-managed-fields"))
-
-
-def _recap(out):
-    return {line.split()[0]: dict(pair.split("=") for pair in line.split(":", 1)[1].split())
-            for line in out.splitlines() if " : ok=" in line}
 
 
 def _task(out, name):
@@ -134,14 +129,14 @@ def test_the_nodes_carry_the_inventorys_labels_and_none_of_nfds_or_gfds(plane, i
     assert installed[0] == 0
     for node in NODES:
         labels = json.loads(plane.kubectl("get", "node", node, "-o", "json"))["metadata"]["labels"]
-        # operands on, the device plugin's default config (no time-slicing), the driver and the toolkit the host
-        # stack's (nvidia_driver, container_toolkit), the GPU type team_quota selects on
+        # operands on, the device plugin's default config (no time-slicing), the driver the host's (nvidia_driver),
+        # the GPU type team_quota selects on; the toolkit the operator's (container_toolkit configures no runtime)
         assert {key: labels.get(key) for key in (
             "nvidia.com/gpu.deploy.operands", "nvidia.com/device-plugin.config", "nvidia.com/gpu.deploy.driver",
-            "nvidia.com/gpu.deploy.container-toolkit", "gpucluster.ops/gpu-type")} == {
+            "gpucluster.ops/gpu-type")} == {
             "nvidia.com/gpu.deploy.operands": "true", "nvidia.com/device-plugin.config": "default",
-            "nvidia.com/gpu.deploy.driver": "false", "nvidia.com/gpu.deploy.container-toolkit": "false",
-            "gpucluster.ops/gpu-type": "a100"}, labels
+            "nvidia.com/gpu.deploy.driver": "false", "gpucluster.ops/gpu-type": "a100"}, labels
+        assert "nvidia.com/gpu.deploy.container-toolkit" not in labels, labels
         # NFD's and GPU Feature Discovery's labels are theirs (no NFD worker runs on kwok: none at all)
         assert not [k for k in labels if k.startswith("feature.node.kubernetes.io/") or k in (
             "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.present")], labels
@@ -195,7 +190,7 @@ def test_a_rerun_of_the_upgrade_changes_nothing(plane, charts, upgraded, tmp_pat
     assert upgraded[0] == 0
     rc, out = _run(plane, tmp_path / "rerun", charts["26.7.0"], "26.7.0")
     assert rc == 0, out[-6000:]
-    assert all(counters["changed"] == "0" for counters in _recap(out).values()), out[-6000:]
+    assert all(counters["changed"] == "0" for counters in recap(out).values()), out[-6000:]
     assert _releases(plane)["gpu-operator"]["revision"] == "2"
 
 
@@ -209,8 +204,8 @@ def test_an_upgrade_that_never_becomes_ready_is_rolled_back(plane, charts, upgra
     message = out.rsplit("msg: |-", 1)[-1]
     assert "did not become ready within gpu_operator_wait_timeout '10s'" in message, out[-6000:]
     assert message.count("UPGRADE FAILED") == 1, message
-    assert "With gpu_operator_atomic it was rolled back: the cluster runs gpu-operator-26.7.0 (revision 4, deployed)" \
-        in out, out[-6000:]
+    assert "gpu_operator_atomic rolled it back: the cluster runs gpu-operator-26.7.0 (revision 4, deployed)" \
+        in " ".join(message.split()), out[-6000:]
     history = _history(plane)
     assert [(h["revision"], h["status"]) for h in history[-3:]] == [(2, "superseded"), (3, "failed"), (4, "deployed")], history
     assert "Rollback to 2" in history[-1]["description"], history[-1]
@@ -230,4 +225,4 @@ def test_state_absent_removes_the_release_and_keeps_the_crds(plane, charts, upgr
                  "nodefeatures.nfd.k8s-sigs.io"):
         assert name in crds, crds
     rc, out = _run(plane, tmp_path / "absent-again", charts["26.7.0"], "26.7.0", gpu_operator_state="absent")
-    assert rc == 0 and all(c["changed"] == "0" for c in _recap(out).values()), out[-6000:]
+    assert rc == 0 and all(c["changed"] == "0" for c in recap(out).values()), out[-6000:]

@@ -15,6 +15,7 @@ import time
 import pytest
 import yaml
 
+from conftest import recap
 from k8s_control_plane import KWOK_KEEP_RUNNING_ANNOTATION
 from render_step import ansible_env
 
@@ -55,11 +56,6 @@ def _run(plane, folder, args=(), nodes=None, gpu_type=GPU_TYPE, teams=None, **ex
                           capture_output=True, text=True, cwd=ROOT,
                           env=ansible_env(ANSIBLE_DEPRECATION_WARNINGS="False"), check=False)
     return proc.returncode, proc.stdout + proc.stderr
-
-
-def _recap(out):
-    return {line.split()[0]: dict(pair.split("=") for pair in line.split(":", 1)[1].split())
-            for line in out.splitlines() if " : ok=" in line}
 
 
 def _get(plane, *args):
@@ -135,10 +131,10 @@ def test_the_role_applies_the_teams_objects_and_kueue_takes_them(kueue, applied)
 def test_a_rerun_and_check_mode_change_nothing(kueue, applied, tmp_path):
     assert applied[0] == 0
     rc, out = _run(kueue, tmp_path / "rerun")
-    assert rc == 0 and all(c["changed"] == "0" for c in _recap(out).values()), out[-6000:]
+    assert rc == 0 and all(c["changed"] == "0" for c in recap(out).values()), out[-6000:]
     before = _get(kueue, "clusterqueues.kueue.x-k8s.io", "research")["metadata"]["resourceVersion"]
     rc, out = _run(kueue, tmp_path / "check", args=["--check", "--diff"])
-    assert rc == 0 and all(c["changed"] == "0" for c in _recap(out).values()), out[-6000:]
+    assert rc == 0 and all(c["changed"] == "0" for c in recap(out).values()), out[-6000:]
     assert _get(kueue, "clusterqueues.kueue.x-k8s.io", "research")["metadata"]["resourceVersion"] == before
 
 

@@ -206,6 +206,9 @@ class ControlPlane(object):
         leader election and the visibility server off. Returns the kubectl output of its CRDs."""
         import base64  # pylint: disable=import-outside-toplevel
         import yaml  # pylint: disable=import-outside-toplevel
+        if os.geteuid() != 0:
+            raise RuntimeError("Kueue's manager runs in a mount namespace of its own (its metrics certificate path "
+                               "is fixed under /etc): that needs root, as make test runs")
         kueue = os.path.join(self.bin, "kueue")
         missing = [p for p in (kueue, os.path.join(self.bin, "kueue-crds"), os.path.join(self.bin, "kueue-webhooks.yaml"))
                    if not os.path.exists(p)]

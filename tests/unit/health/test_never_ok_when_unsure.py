@@ -651,3 +651,17 @@ def test_a_fault_of_the_checker_replaces_the_last_report_with_unknown(tmp_path, 
         assert text.startswith("n1: UNKNOWN") and "CHECKER-INTERNAL-ERROR" in text
     else:
         assert 'gpucluster_health_status{node="n1",level="quick"} 3' in text
+
+
+def test_a_checker_that_cannot_start_replaces_the_last_reports_with_unknown(tmp_path, capsys):
+    out, prom = tmp_path / "last.json", tmp_path / "health.prom"
+    out.write_text('{"status": "ok"}\n')
+    prom.write_text('gpucluster_health_status{node="n1",level="quick"} 0\n')
+    bad = tmp_path / "health.json"
+    bad.write_text("{not json")
+    assert _cli("--config", str(bad), "--node", "n1", "--format", "json", "--output", str(out),
+                "--prom-file", str(prom)) == 64
+    assert capsys.readouterr().err
+    report = json.loads(out.read_text())
+    assert report["status"] == "unknown" and report["findings"][0]["code"] == "CHECKER-USAGE-ERROR", report
+    assert 'gpucluster_health_status{node="n1",level="quick"} 3' in prom.read_text()

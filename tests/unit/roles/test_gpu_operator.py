@@ -32,7 +32,7 @@ ROLE = os.path.join(ROOT, "roles", "gpu_operator")
 
 def node(**extra):
     """A Kubernetes GPU node as site.yml leaves it: our driver, DCGM and dcgm-exporter, an L40S."""
-    base = {"driver_managed": True, "driver_version": "570.172.08", "toolkit_managed": True, "dcgm_managed": True,
+    base = {"driver_managed": True, "driver_version": "570.172.08", "dcgm_managed": True,
             "dcgm_exporter_managed": True, "dcgm_exporter_port": 9400, "slurm": False, "gpu_model": "l40s"}
     base.update(extra)
     return base
@@ -127,19 +127,18 @@ def test_time_slicing_per_gpu_model_selected_by_the_node_label():
     assert "sharing" not in yaml.safe_load(config["data"]["default"])
     assert result["labels"]["l40s05"] == {"nvidia.com/gpu.deploy.operands": "true",
                                           "nvidia.com/device-plugin.config": "l40s",
-                                          "nvidia.com/gpu.deploy.driver": "false",
-                                          "nvidia.com/gpu.deploy.container-toolkit": "false"}
+                                          "nvidia.com/gpu.deploy.driver": "false"}
     assert result["labels"]["h100n1"]["nvidia.com/device-plugin.config"] == "default"
 
 
-def test_the_host_stack_switches_the_operators_driver_and_toolkit_off_per_node_and_no_nfd_or_gfd_label():
-    result = derive({"driver_enabled": False},
-                    nodes={"own": node(), "bare": node(driver_managed=False, toolkit_managed=False)})
+def test_the_host_driver_switches_the_operators_driver_off_per_node_and_no_nfd_or_gfd_label():
+    result = derive({"driver_enabled": False}, nodes={"own": node(), "bare": node(driver_managed=False)})
     assert result["labels"]["own"]["nvidia.com/gpu.deploy.driver"] == "false"
-    assert result["labels"]["own"]["nvidia.com/gpu.deploy.container-toolkit"] == "false"
-    assert "nvidia.com/gpu.deploy.driver" not in result["labels"]["bare"]
-    assert "nvidia.com/gpu.deploy.container-toolkit" not in result["labels"]["bare"]
+    # always sent: a node the inventory moves to the operator's driver loses its "false" (a patch keeps what it omits)
+    assert result["labels"]["bare"]["nvidia.com/gpu.deploy.driver"] == "true"
     for labels in result["labels"].values():
+        # the operator's container toolkit is what configures containerd (container_toolkit configures no runtime)
+        assert "nvidia.com/gpu.deploy.container-toolkit" not in labels
         # NFD's feature.node.kubernetes.io/* and GFD's nvidia.com/gpu.product, .count, .memory, ... are theirs
         assert not [k for k in labels if k.startswith("feature.node.kubernetes.io/")
                     or (k.startswith("nvidia.com/gpu.") and not k.startswith("nvidia.com/gpu.deploy."))], labels

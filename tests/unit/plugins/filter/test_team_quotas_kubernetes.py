@@ -369,3 +369,8 @@ def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises():
     assert team_quotas(teams, ["a100", "l40s"], kubernetes_cluster=cluster, kubernetes_replicas={"l40s": 0},
                        errors="return")["errors"] == [
         "gpu_operator_time_slicing.l40s is 0: a whole number of replicas per GPU, at least 1"]
+    # a model the quotas do not name would go uncounted: refused, naming it
+    assert team_quotas(teams, ["a100", "l40s"], kubernetes_cluster=cluster, kubernetes_replicas={"l40s-48gb": 4},
+                       errors="return")["errors"] == [
+        "gpu_operator_time_slicing time-slices l40s-48gb, which is no GPU type of the quotas (a100, l40s): its slices "
+        "cannot be counted; name the model as the type (gpu_operator_gpu_model) or the type as the model"]
