@@ -201,11 +201,13 @@ def test_an_upgrade_that_never_becomes_ready_is_rolled_back(plane, charts, upgra
     rc, out = _run(plane, tmp_path / "atomic", charts["26.7.0"], "26.7.0", gpu_operator_values=values,
                    gpu_operator_wait_timeout="10s")
     assert rc != 0, out[-6000:]
-    message = out.rsplit("msg: |-", 1)[-1]
+    # the fail task's message as ansible-core prints it, unquoted, before the task's origin: in one line
+    failed = _task(out, "Say what failed and what the cluster runs now")
+    message = " ".join(failed.split("Action failed:", 1)[-1].split("Origin:", 1)[0].split())
     assert "did not become ready within gpu_operator_wait_timeout '10s'" in message, out[-6000:]
     assert message.count("UPGRADE FAILED") == 1, message
     assert "gpu_operator_atomic rolled it back: the cluster runs gpu-operator-26.7.0 (revision 4, deployed)" \
-        in " ".join(message.split()), out[-6000:]
+        in message, out[-6000:]
     history = _history(plane)
     assert [(h["revision"], h["status"]) for h in history[-3:]] == [(2, "superseded"), (3, "failed"), (4, "deployed")], history
     assert "Rollback to 2" in history[-1]["description"], history[-1]
