@@ -215,6 +215,21 @@ def test_an_upgrade_that_never_becomes_ready_is_rolled_back(plane, charts, upgra
     assert KWOK_UNREADY_ANNOTATION not in template["spec"]["template"]["metadata"].get("annotations", {})
 
 
+def test_without_atomic_a_failed_upgrade_stays_and_the_run_says_how_back(plane, charts, upgraded, tmp_path):
+    assert upgraded[0] == 0
+    values = {"operator": {"annotations": {KWOK_UNREADY_ANNOTATION: "true"}}}
+    rc, out = _run(plane, tmp_path / "no-atomic", charts["26.7.0"], "26.7.0", gpu_operator_values=values,
+                   gpu_operator_wait_timeout="10s", gpu_operator_atomic=False)
+    assert rc != 0, out[-6000:]
+    failed = _task(out, "Say what failed and what the cluster runs now")
+    message = " ".join(failed.split("Action failed:", 1)[-1].split("Origin:", 1)[0].split())
+    newest = _history(plane)[-1]
+    assert newest["status"] == "failed", newest
+    assert "The newest revision, %s (gpu-operator-26.7.0), is failed" % newest["revision"] in message, message
+    assert "gpu_operator_atomic is false: helm left the failed revision in place" in message, message
+    assert "rolled it back" not in message, message
+
+
 def test_state_absent_removes_the_release_and_keeps_the_crds(plane, charts, upgraded, tmp_path):
     assert upgraded[0] == 0
     rc, out = _run(plane, tmp_path / "absent", charts["26.7.0"], "26.7.0", gpu_operator_state="absent")
