@@ -89,16 +89,6 @@ def _condition(workload, kind):
     return found[0] if found else None
 
 
-def _wait(what, probe, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError("%s not within %d s" % (what, timeout))
-
-
 def _admitted(plane, team, job):
     workload = _workload(plane, team, job)
     return (_condition(workload, "Admitted") or {}).get("status") == "True" and workload
@@ -122,7 +112,7 @@ def test_the_role_applies_the_teams_objects_and_kueue_takes_them(kueue, applied)
     for team, cap in (("training", 8), ("research", 6)):
         queue = _get(kueue, "clusterqueues.kueue.x-k8s.io", team)  # quantities come back as strings
         # Kueue's own verdict on the queue: active (its flavors and cohort exist, its webhooks accepted it)
-        active = _wait("ClusterQueue %s Active" % team, lambda t=team: (_condition(
+        active = kueue.wait("ClusterQueue %s Active" % team, lambda t=team: (_condition(
             _get(kueue, "clusterqueues.kueue.x-k8s.io", t), "Active") or {}).get("status") == "True", 30)
         assert active and queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] == str(cap)
         assert _get(kueue, "localqueues.kueue.x-k8s.io", team, "-n", "team-" + team)["spec"]["clusterQueue"] == team
@@ -141,8 +131,8 @@ def test_a_rerun_and_check_mode_change_nothing(kueue, applied, tmp_path):
 def test_a_job_within_quota_is_admitted_and_its_pod_runs(kueue, applied):
     assert applied[0] == 0
     _job(kueue, "research", "small", 2)
-    _wait("research/small admitted", lambda: _admitted(kueue, "research", "small"))
-    pods = _wait("research/small's pod Running on a GPU node", lambda: _running_pods(kueue, "research", "small"))
+    kueue.wait("research/small admitted", lambda: _admitted(kueue, "research", "small"))
+    pods = kueue.wait("research/small's pod Running on a GPU node", lambda: _running_pods(kueue, "research", "small"))
     # Kueue injected the flavor's node labels: the pod runs where the H100s are
     assert pods[0]["spec"]["nodeSelector"]["gpucluster.ops/gpu-type"] == GPU_TYPE, pods[0]["spec"]
 
@@ -154,7 +144,7 @@ def test_a_job_beyond_the_teams_cap_waits_and_kueue_says_why(kueue, applied):
     def pending():
         workload = _workload(kueue, "research", "big")
         return workload if (_condition(workload, "QuotaReserved") or {}).get("status") == "False" else None
-    workload = _wait("research/big's workload pending with a reason", pending)
+    workload = kueue.wait("research/big's workload pending with a reason", pending)
     message = _condition(workload, "QuotaReserved")["message"]
     assert "insufficient" in message.lower() or "borrowing limit" in message.lower(), message
     time.sleep(2)
@@ -165,23 +155,23 @@ def test_an_idle_teams_share_is_lent_through_the_cohort(kueue, applied):
     assert applied[0] == 0
     kueue.kubectl("delete", "job", "small", "-n", "team-research", "--cascade=foreground", "--wait=true")
     # training's queue is empty: research takes 6 of the pool's 8 GPUs, all borrowed from the Cohort
-    _wait("research/big admitted once small is gone", lambda: _admitted(kueue, "research", "big"))
+    kueue.wait("research/big admitted once small is gone", lambda: _admitted(kueue, "research", "big"))
 
     def usage():
         flavors = _get(kueue, "clusterqueues.kueue.x-k8s.io", "research").get("status", {}).get("flavorsUsage") or []
         return flavors[0]["resources"][0] if flavors and flavors[0]["resources"][0].get("total") != "0" else None
-    used = _wait("research's usage reported in its ClusterQueue's status", usage, 30)
+    used = kueue.wait("research's usage reported in its ClusterQueue's status", usage, 30)
     assert used["total"] == "6" and used["borrowed"] == "6", used
 
 
 def test_the_higher_priority_team_reclaims_what_research_borrowed(kueue, applied):
     assert applied[0] == 0
     _job(kueue, "training", "train", 4)  # 2 GPUs are free: training takes research's back
-    _wait("training/train admitted", lambda: _admitted(kueue, "training", "train"), 90)
+    kueue.wait("training/train admitted", lambda: _admitted(kueue, "training", "train"), 90)
     evicted = _condition(_workload(kueue, "research", "big"), "Evicted")
     assert evicted and evicted["status"] == "True" and evicted["reason"] == "Preempted", evicted
     assert not _admitted(kueue, "research", "big")
-    _wait("training/train's pod Running", lambda: _running_pods(kueue, "training", "train"))
+    kueue.wait("training/train's pod Running", lambda: _running_pods(kueue, "training", "train"))
 
 
 def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises(kueue, tmp_path):
@@ -199,7 +189,7 @@ def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises(kueue, t
     assert str(cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]) == "16"
     quota = _get(kueue, "resourcequota", "gpu-quota", "-n", "team-inference")
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
-    _wait("ClusterQueue inference Active", lambda: (_condition(
+    kueue.wait("ClusterQueue inference Active", lambda: (_condition(
         _get(kueue, "clusterqueues.kueue.x-k8s.io", "inference"), "Active") or {}).get("status") == "True", 30)
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "serve", "namespace": "team-inference",
@@ -211,10 +201,10 @@ def test_quotas_count_the_time_sliced_gpus_the_device_plugin_advertises(kueue, t
                                      "name": "serve", "image": "nvcr.io/nvidia/tritonserver:24.08-py3",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
     kueue.kubectl("create", "-f", "-", input_text=json.dumps(job))
-    _wait("inference/serve admitted", lambda: _admitted(kueue, "inference", "serve"))
+    kueue.wait("inference/serve admitted", lambda: _admitted(kueue, "inference", "serve"))
 
     def running():
         pods = _get(kueue, "pods", "-n", "team-inference", "-l", "job-name=serve")["items"]
         up = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") in nodes]
         return up if len(up) == 12 else None
-    assert len(_wait("12 slices running on 4 physical L40S", running)) == 12
+    assert len(kueue.wait("12 slices running on 4 physical L40S", running)) == 12

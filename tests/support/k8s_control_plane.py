@@ -141,14 +141,17 @@ class ControlPlane(object):
         with urllib.request.urlopen(request, context=context, timeout=5) as response:
             return response.status, response.read().decode()
 
-    def _wait(self, what, probe, timeout):
+    def wait(self, what, probe, timeout=60):
+        """The first true value of ``probe()`` within ``timeout`` s; fails naming ``what``, or at once naming a
+        component of the control plane that exited."""
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
             self._check_alive()
             try:
-                if probe():
-                    return
+                value = probe()
+                if value:
+                    return value
             except (OSError, urllib.error.URLError, subprocess.CalledProcessError, ValueError) as error:
                 last = error
             time.sleep(0.5)
@@ -178,7 +181,7 @@ class ControlPlane(object):
             "--service-account-key-file", self._path("sa.pub"),
             "--service-account-signing-key-file", self._path("sa.key"),
             "--api-audiences", "https://kubernetes.default.svc.cluster.local"])
-        self._wait("kube-apiserver ready", lambda: self._get("/readyz")[0] == 200, timeout)
+        self.wait("kube-apiserver ready", lambda: self._get("/readyz")[0] == 200, timeout)
         self._spawn("kube-controller-manager", [
             "kube-controller-manager", "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
             "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
@@ -195,7 +198,7 @@ class ControlPlane(object):
             "--manage-nodes-with-annotation-selector", "%s=fake" % KWOK_NODE_ANNOTATION,
             "--cidr", "10.244.0.0/16", "--node-ip", "10.0.0.1", "--server-address", "127.0.0.1:%d" % _free_port()])
         # the controller manager made the default ServiceAccount: pods can be admitted
-        self._wait("the default ServiceAccount", lambda: self._get(
+        self.wait("the default ServiceAccount", lambda: self._get(
             "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, timeout)
         return self
 
@@ -270,7 +273,7 @@ class ControlPlane(object):
         def ready():
             with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % health, timeout=5) as response:
                 return response.status == 200
-        self._wait("Kueue's manager ready", ready, timeout)
+        self.wait("Kueue's manager ready", ready, timeout)
         # the webhooks only once the manager serves them: before, every Job and Kueue object would be refused
         self.kubectl("apply", "-f", "-", input_text="\n---\n".join(json.dumps(c) for c in configurations))
         return self.kubectl("get", "crd", "-o", "name")
@@ -291,7 +294,7 @@ class ControlPlane(object):
                                              "kubernetes.io/arch": "amd64", "type": "kwok"}, **(labels or {}))},
                 "status": {"capacity": capacity, "allocatable": capacity}}
         self.kubectl("apply", "-f", "-", input_text=json.dumps(node))
-        self._wait("node %s Ready" % name, lambda: "True" == self.kubectl(
+        self.wait("node %s Ready" % name, lambda: "True" == self.kubectl(
             "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"), 60)
 
     def stop(self):
@@ -313,6 +316,8 @@ def main(argv):
     if len(argv) != 2:
         sys.stderr.write(__doc__)
         return 64
+    # SIGTERM (timeout, kill) stops it as Ctrl-C does: its components run in sessions of their own and would outlive it
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     plane = ControlPlane(ensure_binaries(), argv[1]).start()
     print("control plane up: KUBECONFIG=%s (Ctrl-C stops it)" % plane.kubeconfig, flush=True)
     try:
