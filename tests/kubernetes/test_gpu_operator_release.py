@@ -46,7 +46,10 @@ def _run(plane, folder, chart, release, args=(), **extra):
                                                       "kubernetes_gpu_nodes": {"hosts": hosts}}}}
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (folder / "play.yml").write_text(yaml.safe_dump(PLAY))
-    settings = dict({"gpucluster_kubeconfig": plane.kubeconfig, "gpu_operator_helm": os.path.join(plane.bin, "helm"),
+    settings = dict({"gpucluster_kubeconfig": plane.kubeconfig,
+                     "gpucluster_kubernetes_operations_kubeconfig": os.path.join(os.path.dirname(plane.kubeconfig),
+                                                                                 "operations.kubeconfig"),
+                     "gpu_operator_helm": os.path.join(plane.bin, "helm"),
                      "gpu_operator_chart_path": chart, "gpu_operator_chart_version": "v" + release,
                      "gpu_operator_wait_timeout": "3m"}, **extra)
     (folder / "extra.json").write_text(json.dumps(settings))
@@ -95,6 +98,16 @@ def test_the_release_is_installed_from_the_stamped_chart(plane, installed):
     release = _releases(plane)["gpu-operator"]
     assert release["status"] == "deployed" and release["chart"] == "gpu-operator-26.3.3", release
     assert release["app_version"] == "v26.3.3" and release["namespace"] == "gpu-operator", release
+
+
+def test_the_role_wrote_the_operations_kubeconfig(plane, installed):
+    """site.yml's path to the operations' access (tests/kubernetes/test_k8s_node_health.py tries its rights)."""
+    path = os.path.join(os.path.dirname(plane.kubeconfig), "operations.kubeconfig")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    whoami = subprocess.run([os.path.join(plane.bin, "kubectl"), "--kubeconfig", path, "auth", "whoami", "-o", "json"],
+                            capture_output=True, text=True, check=True).stdout
+    assert json.loads(whoami)["status"]["userInfo"]["username"] == \
+        "system:serviceaccount:gpucluster-ops:gpucluster-ops-operations", whoami
 
 
 def test_the_role_applied_the_charts_crds_itself(plane, installed):
