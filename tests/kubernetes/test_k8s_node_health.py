@@ -163,52 +163,47 @@ def test_1_the_operations_account_may_cordon_and_evict_and_nothing_more(plane, s
     assert _node(plane, "hk01") == (False, [], None)
 
 
-def test_2_the_sweep_cordons_a_failing_node_behind_the_breaker_and_leaves_an_admins_cordon(plane, site):
+def test_2_the_sweep_cordons_failing_nodes_behind_the_breaker_in_both_schedulers_and_leaves_an_admins_cordon(
+        plane, site):
+    """hb01 (in both schedulers), hk02 and hk03 fail; hk04 fails too, cordoned by an administrator first. The share
+    allows three nodes out: hk04, then hb01 and hk02 in inventory order; hk03 is refused."""
     plane.kubectl("cordon", "hk04")
     total = len(json.loads(plane.kubectl("get", "nodes", "-o", "json"))["items"])
-    # hk04 (the administrator's) is out: the share allows one more
-    share = round(2.5 / total, 4)
+    share = round(3.5 / total, 4)
     rc, out = _playbook(plane, site, "sweep", "health_sweep.yml",
-                        {"hk01": "healthy", "hk02": "failing", "hk03": "failing", "hk04": "failing"},
-                        {"health_sweep_drain": True, "health_sweep_max_out_of_service": share})
+                        {BOTH: "failing", "hk01": "healthy", "hk02": "failing", "hk03": "failing", "hk04": "failing"},
+                        {"health_sweep_drain": True, "health_sweep_max_out_of_service": share}, slurm=True)
     assert rc == 0, out
     cordoned, taints, reason = _node(plane, "hk02")
     assert cordoned and taints == ["gpucluster.ops/health"], out
     assert reason.startswith("gpucluster-health: ") and "gpu3" in reason, reason
+    # the node in both schedulers: drained in Slurm and cordoned in Kubernetes, with one reason
+    slurm = json.loads((site["root"] / "slurm.json").read_text())[BOTH]
+    assert slurm["state"] == "IDLE+DRAIN" and slurm["reason"] == reason, (slurm, reason)
+    assert _node(plane, BOTH) == (True, ["gpucluster.ops/health"], reason), out
     # the breaker kept hk03 in service, naming the variable
     assert _node(plane, "hk03") == (False, [], None), out
     flat = " ".join(out.split())
     assert re.search(r"circuit breaker: \d+ of the cluster''?s %d nodes are out of service \(for any reason\) and "
-                     r"health_sweep_max_out_of_service=[0-9.]+ allows at most 2; not taking hk03 out" % total, flat), out
+                     r"health_sweep_max_out_of_service=[0-9.]+ allows at most 3; not taking hk03 out" % total, flat), out
     # the administrator's cordon: as it was, no taint or marker of ours
     assert _node(plane, "hk04") == (True, [], None), out
     assert _node(plane, "hk01") == (False, [], None), out
 
 
-def test_3_resume_uncordons_the_healed_node_and_leaves_the_admins(plane, site):
+def test_3_resume_brings_the_healed_nodes_back_in_both_schedulers_and_leaves_the_admins(plane, site):
     rc, out = _playbook(plane, site, "resume", "resume.yml",
-                        {"hk01": "healthy", "hk02": "healthy", "hk03": "failing", "hk04": "healthy"})
+                        {BOTH: "healthy", "hk01": "healthy", "hk02": "healthy", "hk03": "failing", "hk04": "healthy"},
+                        slurm=True)
     assert rc == 0, out
     assert _node(plane, "hk02") == (False, [], None), out
+    assert json.loads((site["root"] / "slurm.json").read_text())[BOTH] == {"state": "IDLE", "reason": ""}
+    assert _node(plane, BOTH) == (False, [], None), out
     assert _node(plane, "hk04") == (True, [], None), out
     plane.kubectl("uncordon", "hk04")
 
 
-def test_4_a_node_in_both_schedulers_is_drained_and_cordoned_together(plane, site):
-    rc, out = _playbook(plane, site, "both", "health_sweep.yml", {BOTH: "failing"},
-                        {"health_sweep_drain": True, "health_sweep_max_out_of_service": 1.0}, slurm=True)
-    assert rc == 0, out
-    slurm = json.loads((site["root"] / "slurm.json").read_text())[BOTH]
-    cordoned, taints, reason = _node(plane, BOTH)
-    assert slurm["state"] == "IDLE+DRAIN" and slurm["reason"].startswith("gpucluster-health: "), slurm
-    assert cordoned and taints == ["gpucluster.ops/health"] and reason == slurm["reason"], (reason, slurm)
-    rc, out = _playbook(plane, site, "both-resume", "resume.yml", {BOTH: "healthy"}, slurm=True)
-    assert rc == 0, out
-    assert json.loads((site["root"] / "slurm.json").read_text())[BOTH] == {"state": "IDLE", "reason": ""}
-    assert _node(plane, BOTH) == (False, [], None), out
-
-
-def test_5_a_batch_drain_cordons_evicts_respecting_a_budget_and_the_settle_uncordons(plane, site, tmp_path):
+def test_4_a_batch_drain_cordons_evicts_respecting_a_budget_and_the_settle_uncordons(plane, site, tmp_path):
     """The batch of an operation that needs idle nodes (rolling_upgrade.yml's, through the operations role's drain and
     settle entry points), on two nodes in both schedulers: each drained in Slurm and cordoned in Kubernetes under the
     owner upgrade, their pods evicted; hb01's pod is evicted (its Deployment makes a new one), hk01's pod stays (its
@@ -268,7 +263,7 @@ def test_5_a_batch_drain_cordons_evicts_respecting_a_budget_and_the_settle_uncor
         plane.kubectl("delete", manifest["kind"].lower(), manifest["metadata"]["name"], "-n", "default", "--wait=false")
 
 
-def test_6_new_nodes_join_cordoned_until_their_check_passes(plane, site, tmp_path):
+def test_5_new_nodes_join_cordoned_until_their_check_passes(plane, site, tmp_path):
     """add_node.yml's Kubernetes side (the operations role's kubernetes_join): hn01 registered with the add-node taint
     (its kubelet's --register-with-taints) and hn02 registered plain are both held cordoned by add-node; hn03 is not
     registered and is named; after the check hn01 (passed) is uncordoned, hn02 (failed) stays cordoned with its codes."""
