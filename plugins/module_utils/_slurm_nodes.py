@@ -270,6 +270,15 @@ def plan(cluster, names, state, reason=None, owner=HEALTH_OWNER, share=0.1, vari
     return result
 
 
+def diff(before, after, names):
+    """Ansible's diff of a drain module: one ``NAME state=... reason=...`` line per node of ``names`` that changed,
+    from ``before`` and ``after`` ({name: {state, reason}}); both modules (Slurm's, Kubernetes') return it."""
+    def line(name, node):
+        return "%s state=%s reason=%s\n" % (name, node["state"], node["reason"])
+    changed = [n for n in names if (before[n]["state"], before[n]["reason"]) != (after[n]["state"], after[n]["reason"])]
+    return dict(before="".join(line(n, before[n]) for n in changed), after="".join(line(n, after[n]) for n in changed))
+
+
 def update_argv(scontrol, name, action, reason=None):
     """The scontrol command that carries out one action on one node: the one drain argv builder of the collection
     (the module, the node wrapper)."""

@@ -389,13 +389,6 @@ def _evict(module, cluster, names):
         time.sleep(max(0, min(params["poll_interval"], deadline - time.monotonic())))
 
 
-def _diff(before, after, names):
-    def line(name, node):
-        return "%s state=%s reason=%s\n" % (name, node["state"], node["reason"])
-    changed = [n for n in names if (before[n]["state"], before[n]["reason"]) != (after[n]["state"], after[n]["reason"])]
-    return dict(before="".join(line(n, before[n]) for n in changed), after="".join(line(n, after[n]) for n in changed))
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -430,7 +423,7 @@ def main():
                   out_of_service=plan["out_of_service"])
     if changed:
         failures.extend(_read_back(module, cluster, plan, names, result))
-    result["diff"] = _diff(before, result["nodes"], names)
+    result["diff"] = _slurm_nodes.diff(before, result["nodes"], names)
     if failures:
         module.fail_json(msg="the API server did not take every change: %s" % "; ".join(failures), **result)
 

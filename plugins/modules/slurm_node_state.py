@@ -245,13 +245,6 @@ def _read_nodes(module, scontrol, when):
     return nodes
 
 
-def _diff(before, after, names):
-    def line(name, node):
-        return "%s state=%s reason=%s\n" % (name, node["state"], node["reason"])
-    changed = [n for n in names if (before[n]["state"], before[n]["reason"]) != (after[n]["state"], after[n]["reason"])]
-    return dict(before="".join(line(n, before[n]) for n in changed), after="".join(line(n, after[n]) for n in changed))
-
-
 def _poller(module, squeue, names):
     hostlist = _hostlist.fold(names, sort=False)
 
@@ -308,7 +301,7 @@ def main():
                 failures.append("%s %s: scontrol exited %d: %s" % (action, name, rc, (err or out).strip()))
         if plan["actions"]:
             failures.extend(_read_back(module, scontrol, plan, names, result))
-    result["diff"] = _diff(before, result["nodes"], names)
+    result["diff"] = _slurm_nodes.diff(before, result["nodes"], names)
     if failures:
         module.fail_json(msg="Slurm did not take every change: %s" % "; ".join(failures), **result)
 

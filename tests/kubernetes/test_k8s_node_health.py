@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpucluster.ops.tests.gpusim import gpusim
+from fake_scontrol import FAKE_SCONTROL
 from render_step import ansible_env
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -32,29 +33,6 @@ EXPECTED = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvlinks_per_g
 K8S_NODES = ["hk01", "hk02", "hk03", "hk04"]
 BOTH = "hb01"
 ANNOTATION = "gpucluster.ops/drain"
-
-FAKE_SCONTROL = r'''#!%(python)s
-import json, os, sys
-state = os.environ["FAKE_SLURM_STATE"]
-nodes = json.load(open(state))
-if sys.argv[1:3] == ["show", "node"]:
-    for name, node in sorted(nodes.items()):
-        line = "NodeName=%%s Arch=x86_64 CPUAlloc=0 State=%%s ThreadsPerCore=1" %% (name, node["state"])
-        if node["reason"]:
-            line += " Reason=%%s [root@2026-12-01T05:00:00]" %% node["reason"]
-        print(line)
-    sys.exit(0)
-if sys.argv[1] == "update":
-    args = dict(a.split("=", 1) for a in sys.argv[2:])
-    node = nodes[args["nodename"]]
-    if args["state"].lower() == "drain":
-        node["state"], node["reason"] = "IDLE+DRAIN", args["reason"]
-    else:
-        node["state"], node["reason"] = "IDLE", ""
-    json.dump(nodes, open(state, "w"))
-    sys.exit(0)
-sys.exit("fake scontrol: unknown call %%r" %% sys.argv[1:])
-'''
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import yaml
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_slurm
 from ansible_collections.gpucluster.ops.tests.gpusim import gpusim
+from fake_scontrol import FAKE_SCONTROL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(ROOT, "playbooks", "health_sweep.yml")
@@ -34,34 +35,6 @@ EXPECTED = {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvlinks_per_g
             "ib_port_count": 8, "ib_rate_gbps": 200}
 # Three A100 nodes in Slurm: gpu01 healthy, gpu02 faulty, gpu03 never reached (nothing listens on port 9).
 PROBE_TASK = "Run the installed health checker"
-
-# A stand-in for scontrol on the controller: `show node -o` and `update` over a JSON file of nodes, each call logged.
-FAKE_SCONTROL = r'''#!%(python)s
-import json, os, sys
-state = os.environ["FAKE_SLURM_STATE"]
-with open(state) as f:
-    nodes = json.load(f)
-with open(state + ".log", "a") as f:
-    f.write(json.dumps(sys.argv[1:]) + "\n")
-if sys.argv[1:] == ["show", "node", "-o"] or sys.argv[1:] == ["show", "node", "--oneliner"]:
-    for name, node in sorted(nodes.items()):
-        line = "NodeName=%%s Arch=x86_64 CPUAlloc=0 State=%%s ThreadsPerCore=1" %% (name, node["state"])
-        if node["reason"]:
-            line += " Reason=%%s [root@2026-12-01T05:00:00]" %% node["reason"]
-        print(line)
-    sys.exit(0)
-if sys.argv[1] == "update":
-    args = dict(a.split("=", 1) for a in sys.argv[2:])
-    node = nodes[args["nodename"]]
-    if args["state"].lower() == "drain":
-        node["state"], node["reason"] = "IDLE+DRAIN", args["reason"]
-    else:
-        node["state"], node["reason"] = "IDLE", ""
-    with open(state, "w") as f:
-        json.dump(nodes, f)
-    sys.exit(0)
-sys.exit("fake scontrol: unknown call %%r" %% sys.argv[1:])
-'''
 
 
 @pytest.fixture(scope="module")
