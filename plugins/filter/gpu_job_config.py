@@ -58,6 +58,27 @@ options:
     description: Whether Slurm knows the fabric (C(slurm_fabric)), so that C(--switches) means something.
     type: bool
     default: false
+  helper:
+    description: The job-step program on the compute nodes (C(bin/gpu-job-container)) that adds the allocated GPUs.
+    type: str
+    default: /usr/local/lib/gpu-job/bin/gpu-job-container
+  cdi_spec:
+    description: The compute nodes' CDI spec (the C(container_toolkit) role's C(container_toolkit_cdi_spec)).
+    type: str
+    default: /etc/cdi/nvidia.yaml
+  nccl_conf:
+    description: The compute nodes' NCCL config, mounted read-only at C(/etc/nccl.conf) where a node has it.
+    type: str
+    default: /etc/nccl.conf
+  storage_opts:
+    description: The C(podman --storage-opt) of every job, such as the node's site image store (C(vfs.imagestore=/path)).
+    type: list
+    elements: str
+    default: []
+  user_store:
+    description: The directory of the users' own image stores on the compute nodes (C(<dir>/<user>)).
+    type: str
+    default: /var/lib/gpucluster/containers/users
   log_dir:
     description: Where job output goes (C(~) is the user's home directory); C(<log_dir>/<job id>.out).
     type: str
@@ -126,7 +147,9 @@ from ansible_collections.gpucluster.ops.plugins.plugin_utils._filter_util import
 @filter_errors(JobError, "gpu_job_config")
 def gpu_job_config(cluster, partitions, quota, datasets=None, runtime="podman", runtime_args=None, default_time="1h",
                    switches_wait="30m", topology=False, log_dir="~/gpu-job-logs",
-                   state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None):
+                   state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None,
+                   helper="/usr/local/lib/gpu-job/bin/gpu-job-container", cdi_spec="/etc/cdi/nvidia.yaml",
+                   nccl_conf="/etc/nccl.conf", storage_opts=None, user_store="/var/lib/gpucluster/containers/users"):
     """Return the gpu-job config for ``cluster`` (slurm_cluster_gpus) and ``quota`` (team_quotas)."""
     quota = quota or {}
     return build_config(cluster, partitions, quota.get("teams") or [], quota.get("users") or [], datasets=datasets,
@@ -134,7 +157,9 @@ def gpu_job_config(cluster, partitions, quota, datasets=None, runtime="podman", 
                         switches_wait=switches_wait, topology=topology, log_dir=log_dir, state_dir=state_dir,
                         reset_on_calendar=reset_on_calendar, prices=quota.get("prices"),
                         currency=quota.get("currency") or "EUR",
-                        gpu_types=[t[len("gres/gpu:"):] for t in quota.get("tres") or [] if t.startswith("gres/gpu:")])
+                        gpu_types=[t[len("gres/gpu:"):] for t in quota.get("tres") or [] if t.startswith("gres/gpu:")],
+                        helper=helper, cdi_spec=cdi_spec, nccl_conf=nccl_conf, storage_opts=storage_opts,
+                        user_store=user_store)
 
 
 class FilterModule(object):

@@ -106,7 +106,9 @@ def _seconds(value, where, allow_unlimited):
 def build_config(cluster, partitions, teams, users, datasets=None, runtime="podman", runtime_args=None,
                  default_time="1h", switches_wait="30m", topology=False, log_dir="~/gpu-job-logs",
                  state_dir="/var/lib/gpucluster/team-quota", reset_on_calendar=None, variable="user_tools_datasets",
-                 prices=None, currency="EUR", gpu_types=None):
+                 prices=None, currency="EUR", gpu_types=None, helper="/usr/local/lib/gpu-job/bin/gpu-job-container",
+                 cdi_spec="/etc/cdi/nvidia.yaml", nccl_conf="/etc/nccl.conf", storage_opts=None,
+                 user_store="/var/lib/gpucluster/containers/users"):
     """The config file's content (a dict to write as JSON).
 
     ``cluster`` is the slurm_cluster_gpus filter's result (with partitions), ``partitions`` the slurm_partitions
@@ -120,6 +122,15 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
     for index, arg in enumerate(runtime_args):
         if not isinstance(arg, str) or not arg or "\n" in arg:
             raise JobError("user_tools_container_args[%d] is %r: give one non-empty argument per item" % (index, arg))
+    storage_opts = list(storage_opts or [])
+    for index, opt in enumerate(storage_opts):
+        if not isinstance(opt, str) or not re.match(r"^[a-z]+\.[a-z_]+=/[A-Za-z0-9._/+-]*\Z", opt):
+            raise JobError("the job's storage option %d is %r: DRIVER.OPTION=/path" % (index, opt))
+    for name, path in (("helper", helper), ("cdi_spec", cdi_spec), ("nccl_conf", nccl_conf),
+                       ("image_store_dir", user_store)):
+        if not isinstance(path, str) or not PATH_RE.match(path) or "/../" in path + "/":
+            raise JobError("user_tools_%s is %r: an absolute path of letters, digits, '.', '_', '+', '-' and '/'"
+                           % ("container_helper" if name == "helper" else name, path))
     calendar = reset_on_calendar or {}
     if not isinstance(calendar, dict) or [k for k in calendar if k not in ("month", "week", "day")] or [
             v for v in calendar.values() if not isinstance(v, str) or not v.strip() or "\n" in v]:
@@ -172,7 +183,8 @@ def build_config(cluster, partitions, teams, users, datasets=None, runtime="podm
     return {
         "_managed": "Managed by Ansible (gpucluster.ops.user_tools); local changes are overwritten",
         "version": CONFIG_VERSION,
-        "runtime": {"name": runtime, "args": runtime_args},
+        "runtime": {"name": runtime, "args": runtime_args, "helper": helper, "cdi_spec": cdi_spec,
+                    "nccl_conf": nccl_conf, "storage_opts": storage_opts, "user_store": user_store},
         "default_time_s": _seconds(default_time, "user_tools_default_time", False),
         "switches_wait_s": _seconds(switches_wait, "user_tools_switches_wait", False),
         "topology": bool(topology),
@@ -201,6 +213,8 @@ def check_config(config, where):
     if not isinstance(runtime, dict) or runtime.get("name") not in RUNTIMES:
         raise JobError("%s: the container runtime is %r, not one of %s: gpu-job never runs a job outside a container"
                        % (where, runtime, ", ".join(RUNTIMES)))
+    if not isinstance(runtime.get("helper"), str) or not runtime.get("cdi_spec"):
+        raise JobError("%s names no job helper or CDI spec (rerun the user_tools role)" % where)
     return config
 
 
@@ -394,18 +408,34 @@ def script(config, request):
         if config.get("topology"):
             lines.append("#SBATCH --switches=%s" % quote("1@%s" % format_time(config["switches_wait_s"])))
     runtime = config["runtime"]["name"]
+    helper = config["runtime"]["helper"]
     lines += ["set -euo pipefail",
               "if ! command -v %s >/dev/null 2>&1; then" % quote(runtime),
               "  echo \"gpu-job: the container runtime %s is not installed on $(hostname); the job does not run "
               "outside a container\" >&2" % runtime,
               "  exit 127",
+              "fi",
+              "if [ ! -x %s ]; then" % quote(helper),
+              "  echo \"gpu-job: the job helper %s is not installed on $(hostname) (the user_tools role installs it)\" "
+              ">&2" % helper,
+              "  exit 127",
               "fi"]
     # Without XDG_RUNTIME_DIR: the login session's (/run/user/<uid>, passed on by sbatch) does not exist on a compute
-    # node, and rootless podman then uses the node's own or one under /tmp.
-    argv = ["srun", "--ntasks-per-node=1", "env", "-u", "XDG_RUNTIME_DIR", runtime, "run", "--rm", "--network=host",
-            "--env", "CUDA_VISIBLE_DEVICES", "--env", "NVIDIA_VISIBLE_DEVICES",
-            "--env", "SLURM_JOB_ID", "--env", "SLURM_PROCID", "--env", "SLURM_NNODES", "--env", "SLURM_NODELIST",
-            "--env", "SLURM_JOB_NODELIST"]
+    # node, and rootless podman then uses the node's own or one under /tmp. The helper adds, on each node, the devices
+    # of the GPUs Slurm allocated there (CDI, by UUID), /dev/infiniband and the NCCL config. --cgroups=disabled keeps
+    # every process of the container in the step's cgroup, where Slurm's device and memory limits and scancel reach
+    # it (a rootless container would otherwise get a cgroup of its own under the user's systemd); --init gives the
+    # container an init that passes the step's signals on to the command (a shell as PID 1 ignores SIGTERM).
+    argv = ["srun", "--ntasks-per-node=1", "env", "-u", "XDG_RUNTIME_DIR", helper,
+            "--cdi-spec", config["runtime"]["cdi_spec"], "--nccl-conf", config["runtime"].get("nccl_conf") or ""]
+    if config["runtime"].get("user_store"):
+        argv += ["--user-store", config["runtime"]["user_store"]]
+    argv += [runtime]
+    for opt in config["runtime"].get("storage_opts") or []:
+        argv += ["--storage-opt", opt]
+    argv += ["run", "--rm", "--network=host", "--cgroups=disabled", "--init",
+             "--env", "SLURM_JOB_ID", "--env", "SLURM_PROCID", "--env", "SLURM_NNODES", "--env", "SLURM_NODELIST",
+             "--env", "SLURM_JOB_NODELIST"]
     argv += config["runtime"].get("args") or []
     if request.get("dataset"):
         path = request["dataset"]

@@ -51,6 +51,9 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 NV_MAJOR = 195
 NVIDIACTL_MINOR = 255
+# The InfiniBand verbs devices: /dev/infiniband/uverbsN, char 231, minor 192 + N (as the kernel's ib_uverbs makes them).
+UVERBS_MAJOR = 231
+UVERBS_MINOR_BASE = 192
 FM_UNIT = "nvidia-fabricmanager"
 PERSISTENCED_UNIT = "nvidia-persistenced"
 DCGM_UNIT = "nvidia-dcgm"
@@ -2778,6 +2781,40 @@ def setup_device_nodes(node, dev_dir, changes):
             os.chmod(path, 0o666)
 
 
+def _is_char_node(path, major):
+    try:
+        mode = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode.st_mode) and os.major(mode.st_rdev) == major
+
+
+def setup_ib_nodes(node, dev_dir, changes):
+    """/dev/infiniband/uverbsN (char 231, 192 + N, mode 0666) for every InfiniBand or RoCE device of the profile, as
+    the kernel makes them once the RDMA stack is loaded: what an RDMA program (and a container given the directory)
+    opens."""
+    ib_dir = os.path.join(dev_dir, "infiniband")
+    wanted = dict(("uverbs%d" % n, UVERBS_MINOR_BASE + n) for n in range(len(node.ib)))
+    present = [n for n in (os.listdir(ib_dir) if os.path.isdir(ib_dir) else []) if re.match(r"^uverbs\d+$", n)]
+    for name in sorted(set(present) - set(wanted)):
+        if _is_char_node(os.path.join(ib_dir, name), UVERBS_MAJOR):
+            changes.remove(os.path.join(ib_dir, name))
+    for name, minor in sorted(wanted.items()):
+        path = os.path.join(ib_dir, name)
+        if _is_char_node(path, UVERBS_MAJOR) and os.minor(os.lstat(path).st_rdev) == minor:
+            continue
+        if os.geteuid() != 0:
+            changes.skipped.append("mknod %s (not root)" % path)
+            continue
+        changes.changes.append("mknod %s c %d %d" % (path, UVERBS_MAJOR, minor))
+        if not changes.check:
+            os.makedirs(ib_dir, exist_ok=True)
+            if os.path.lexists(path):
+                os.unlink(path)
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(UVERBS_MAJOR, minor))
+            os.chmod(path, 0o666)
+
+
 def write_tree(files, top, changes):
     """Make the directory top hold exactly these files (relative path -> content)."""
     for path, content in sorted(files.items()):
@@ -2817,6 +2854,7 @@ def run_setup(env, options):
     root, dev_dir, log_dir = setup_paths(env)
     changes = Changes(bool(options.get("check")))
     setup_device_nodes(node, dev_dir, changes)
+    setup_ib_nodes(node, dev_dir, changes)
     write_tree(sysfs_files(node), os.path.join(root, "sys", "class", "infiniband"), changes)
     if node.managed:
         # The fabric manager's unit writes its state; a fault set again after it was cleared needs a new restart.

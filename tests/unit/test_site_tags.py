@@ -1,5 +1,5 @@
 """playbooks/site.yml runs one part alone by its tag (baseline, fabric, gpu_stack, health, kubernetes, slurm, quota,
-user_tools, monitoring, checks), with the facts, the inventory check and the summary in every run.
+image_registry, user_tools, monitoring, checks), with the facts, the inventory check and the summary in every run.
 
 Each tag is checked on what Ansible itself would run: ``ansible-playbook --list-tasks --tags <tag> -i inventories/lab
 playbooks/site.yml`` (no connection to any host), started for every tag at once. A play counts as listed when a task
@@ -30,6 +30,7 @@ KUBERNETES = "Kubernetes"
 SLURM = "Slurm"
 QUOTA = "Team quotas"
 RESERVATIONS = "Slurm reservations"
+IMAGE_REGISTRY = "Image registry"
 USER_TOOLS = "User tools"
 MONITORING = "Monitoring"
 CHECKS = "Checks"
@@ -55,6 +56,7 @@ PARTS = {
     "quota": {QUOTA: {"team_quota"}},
     # The inventory's reservations: the slurm role's entry point reservations (import_role).
     "reservations": {RESERVATIONS: {"slurm"}},
+    "image_registry": {IMAGE_REGISTRY: {"image_registry"}},
     "user_tools": {USER_TOOLS: {"user_tools"}},
     "monitoring": {GPU: {"dcgm_exporter", "monitoring"}, MONITORING: {"monitoring"}},
     "checks": {CHECKS: {OWN}, HEALTH_RUN: {OWN}, HEALTH_SYNC: {OWN}, SLURM_STATE: {OWN}},

@@ -1,27 +1,40 @@
 """gpu-job on the cluster (docs/gpu-job.md): the command site.yml's User tools play installed on the login node, run as
 the teams' users. A container job submitted with `gpu-job submit` runs its image with rootless podman on a simulated
-GPU node, sees its GPUs in CUDA_VISIBLE_DEVICES and its dataset read-only; `gpu-job quota` shows the GPU-hours it
-used; `gpu-job queue` explains, in words, a job held by its team's GPU limit.
+GPU node with exactly the device nodes of the GPUs Slurm allocated to it (through the node's CDI spec, by minor number
+and UUID), the control device, /dev/infiniband, the node's NCCL config and the driver's libraries (found by the
+dynamic loader through the spec's ldcache hook), in the step's cgroup, and its dataset read-only; a job without GPUs
+gets no GPU device; scancel ends the container with the job. `gpu-job quota` shows the GPU-hours it used; `gpu-job
+queue` explains, in words, a job held by its team's GPU limit.
 
 The image is built here, on each GPU node, from the node's own programs (no registry), and imported into each user's
 rootless store. The cluster has no shared home directories, which a real one has: the test creates the users' log
-directories on the GPU nodes, where Slurm writes the job's output.
+directories on the GPU nodes, where Slurm writes the job's output. The device nodes are the simulator's (char 195 and
+231): a container sees them and cannot open them (Docker's device cgroup), which is what is asserted.
 Debian 13 only: Debian 12's cluster installs the command without the runtime (its group_vars).
 """
 
+import json
+import os
 import re
 import shlex
 
 import pytest
 
-from conftest import _wait
+from conftest import ROOT, _wait
 
 pytestmark = pytest.mark.release("debian13")
 
 IMAGE = "localhost/gpujob-test:1"
 DATASET = "/srv/datasets/imagenet"
 USERS = ("alice", "bob")
-# A small image from the node's own programs and their libraries: sh, sleep, ls, touch, cat and env.
+HELPER = "/usr/local/lib/gpu-job/bin/gpu-job-container"
+USER_STORES = "/var/lib/gpucluster/containers/users"
+SITE_STORE = "/var/lib/gpucluster/containers/site"
+USER_TOOLS = os.path.join(ROOT, "playbooks", "user_tools.yml")
+# What a site's nccl role writes (Debian 13's cluster runs no nccl role): the container must get this file.
+NCCL_CONF = "NCCL_DEBUG=WARN  # test_6_gpu_job\n"
+# A small image from the node's own programs and their libraries: sh, sleep, ls, touch, cat and env; no ldconfig and
+# no /etc/ld.so.conf, as in many images (the spec's hook runs the node's ldconfig on the container's root).
 BUILD_IMAGE = r"""
 set -eu
 root=$(mktemp -d)
@@ -41,7 +54,10 @@ rm -rf "$root"
 mkdir -p {dataset}
 echo data > {dataset}/train-00000
 """.format(dataset=DATASET)
-PROBE = ("echo CVD=$CUDA_VISIBLE_DEVICES; ls %s; if touch %s/written 2>/dev/null; then echo DATASET=writable;"
+# Inside the container: its GPU device nodes, verbs devices, NCCL config, loader config, cgroup and the dataset.
+PROBE = ("echo DEVICES $(cd /dev && echo nvidia*); echo VERBS $(cd /dev/infiniband && echo uverbs*); "
+         "echo NCCL $(cat /etc/nccl.conf); echo LIBCUDA $(cd /usr/lib/x86_64-linux-gnu/nvidia/current && echo libcuda.so.*);"
+         " cat /proc/self/cgroup; ls %s; if touch %s/written 2>/dev/null; then echo DATASET=writable;"
          " else echo DATASET=read-only; fi; sleep 45" % (DATASET, DATASET))
 
 
@@ -62,8 +78,9 @@ def sacct(ctl, job, fields):
     return out.strip().split("|") if out.strip() else []
 
 
-# Each user's rootless podman state starts empty (a rerun on a kept cluster): no podman process of the user left, no
-# store, no runtime directory. The log directory stands in for a shared home directory.
+# Each user's rootless podman state starts empty (a rerun on a kept cluster): no podman process of the user left, an
+# empty store (the directory the user_tools role made for the user on node-local disk), no runtime directory. The log
+# directory stands in for a shared home directory.
 RESET_USER = r"""
 set -eu
 uid=$(id -u {user})
@@ -71,6 +88,7 @@ for proc in /proc/[0-9]*; do
     [ "$(stat -c %u "$proc" 2>/dev/null)" = "$uid" ] && kill -9 "${{proc#/proc/}}" 2>/dev/null || true
 done
 rm -rf /home/{user}/.local/share/containers /home/{user}/.config/containers "/tmp/storage-run-$uid" "/tmp/podman-run-$uid"
+find {store}/{user} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +
 install -d -o {user} -g {user} -m 0750 /home/{user}/gpu-job-logs
 """
 
@@ -85,7 +103,7 @@ def nodes(scenario, ctl):
         node = scenario.host(name)
         node.check_output(BUILD_IMAGE)
         for user in USERS:
-            node.check_output(RESET_USER.format(user=user))
+            node.check_output(RESET_USER.format(user=user, store=USER_STORES))
     for name in scenario.compute:
         for user in USERS:
             result = as_user(ctl, user, "srun --nodelist=%s --time=2 env -u XDG_RUNTIME_DIR podman import -q "
@@ -94,20 +112,70 @@ def nodes(scenario, ctl):
     return scenario.compute
 
 
+def hold_first_gpus(scenario, ctl):
+    """bob's 1-GPU job on each GPU node, running until cancelled: a job started meanwhile gets GPUs that are not the
+    first ones, so that its devices show that the allocation, not the count, picked them."""
+    jobs = []
+    for name in scenario.compute:
+        out = as_user(ctl, "bob", "cd /tmp && sbatch --parsable -A development -q development -p dev -w %s "
+                      "--gpus-per-node=1 --time=5 -o /dev/null --wrap 'sleep 240'" % name)
+        assert out.rc == 0, (out.stdout, out.stderr)
+        jobs.append(out.stdout.strip().split(";")[0])
+    for job in jobs:
+        _wait("holder %s running" % job,
+              lambda job=job: (sacct(ctl, job, "State")[:1] == ["RUNNING"], sacct(ctl, job, "State")))
+    return jobs
+
+
+def release(ctl, jobs):
+    ctl.check_output("scancel %s" % " ".join(jobs))
+    for job in jobs:
+        _wait("holder %s ended" % job,
+              lambda job=job: ((sacct(ctl, job, "State") + [""])[0].startswith("CANCELLED"), sacct(ctl, job, "State")),
+              timeout=60)
+
+
+def allocated(ctl, job):
+    """The GRES indices Slurm allocated to the job (scontrol show job -d: GRES=gpu:h100:2(IDX:1-2))."""
+    out = ctl.check_output("scontrol show job -d %s" % job)
+    found = re.search(r"GRES=gpu:[^ ]*\(IDX:([0-9,-]+)\)", out)
+    assert found, out
+    indices = []
+    for part in found.group(1).split(","):
+        low, _sep, high = part.partition("-")
+        indices += list(range(int(low), int(high or low) + 1))
+    return indices
+
+
+def unified(cgroup):
+    """The cgroup v2 (unified) line's path of a /proc/PID/cgroup text."""
+    return [line[3:] for line in cgroup.splitlines() if line.startswith("0::")]
+
+
 @pytest.fixture(scope="module")
 def probe(scenario, ctl, nodes):
-    """alice's 2-GPU job: what it printed, where it ran, and gpu-job's view of it while it ran and after."""
+    """alice's 2-GPU job: what it printed, where it ran, its allocation and its job helper's cgroup while it ran, and
+    gpu-job's view of it while it ran and after."""
+    for name in scenario.compute:
+        scenario.host(name).check_output("printf %%s %s > /etc/nccl.conf" % shlex.quote(NCCL_CONF))
+    holders = hold_first_gpus(scenario, ctl)
     submit = as_user(ctl, "alice", "gpu-job submit --name probe --gpus 2 --image %s --dataset imagenet --time 5m "
                      "--command %s" % (IMAGE, shlex.quote(PROBE)))
     job = job_id(submit)
     _wait("job %s running" % job, lambda: (sacct(ctl, job, "State")[:1] == ["RUNNING"], sacct(ctl, job, "State")))
     status = as_user(ctl, "alice", "gpu-job status %s" % job)
+    indices = allocated(ctl, job)
+    release(ctl, holders)
+    running_on = scenario.host(sacct(ctl, job, "NodeList")[0])
+    helper = running_on.run("for pid in $(pgrep -u alice -f %s); do cat /proc/$pid/cgroup; done" % HELPER)
     _wait("job %s done" % job, lambda: (sacct(ctl, job, "State")[:1] in (["COMPLETED"], ["FAILED"]),
                                         sacct(ctl, job, "State")), timeout=180)
     state, exit_code, node = sacct(ctl, job, "State,ExitCode,NodeList")
     log = scenario.host(node).check_output("cat /home/alice/gpu-job-logs/%s.out" % job)
+    for name in scenario.compute:
+        scenario.host(name).run("rm -f /etc/nccl.conf")
     return {"job": job, "submit": submit.stdout, "status": status, "state": state, "exit": exit_code, "node": node,
-            "log": log}
+            "log": log, "indices": indices, "helper_cgroup": helper.stdout}
 
 
 def test_the_container_job_runs_with_its_gpus_and_its_dataset_read_only(probe, scenario):
@@ -115,11 +183,48 @@ def test_the_container_job_runs_with_its_gpus_and_its_dataset_read_only(probe, s
     assert probe["exit"] == "0:0", probe
     assert probe["node"] in scenario.compute
     log = probe["log"]
-    # Slurm's GRES plugin gave the step two GPUs; podman passed the variable into the container.
-    assert re.search(r"^CVD=\d+,\d+$", log, re.M), log
+    # Two GPUs, not the first (bob's job holds GPU 0), and exactly the allocated ones: gres.conf's File= order is
+    # the minor number here (File=/dev/nvidia[0-7]), so IDX n is /dev/nvidia<n>.
+    assert len(probe["indices"]) == 2 and 0 not in probe["indices"], probe["indices"]
+    want = " ".join(sorted(["nvidia%d" % i for i in probe["indices"]] + ["nvidiactl"]))
+    assert re.search(r"^DEVICES %s$" % want, log, re.M), (want, log)
+    # the node's verbs devices (the simulator's, one per InfiniBand/RoCE device of its profile)
+    verbs = scenario.host(probe["node"]).check_output("cd /dev/infiniband && echo uverbs*")
+    assert verbs.startswith("uverbs0 uverbs1 ") and re.search(r"^VERBS %s$" % verbs, log, re.M), (verbs, log)
+    assert re.search(r"^NCCL NCCL_DEBUG=WARN # test_6_gpu_job$", log, re.M), log
+    # the driver's library, with the SONAME link the spec's ldcache hook had ldconfig make in the container
+    assert re.search(r"^LIBCUDA libcuda\.so\.1 libcuda\.so\.[0-9.]+$", log, re.M), log
+    # the container's processes are in the cgroup of the step's own processes (--cgroups=disabled), not in one of
+    # their own under the user's systemd
+    inside, step = unified(log), unified(probe["helper_cgroup"])
+    assert inside and step and inside[0] == step[0] and "user@" not in inside[0], (inside, step)
     assert re.search(r"^train-00000$", log, re.M), log
     assert re.search(r"^DATASET=read-only$", log, re.M), log
     assert "submitted job %s: 2 GPU(s) (1 node(s) x 2 " % probe["job"] in probe["submit"]
+
+
+def test_a_job_without_gpus_gets_no_gpu_device(nodes, ctl):
+    # the job helper as gpu-job's script runs it, in a step without GPUs
+    out = as_user(ctl, "alice", "srun -p dev --time=2 env -u XDG_RUNTIME_DIR %s --user-store %s podman run --rm "
+                  "--network=host --cgroups=disabled %s sh -c 'echo DEVICES $(cd /dev && echo nvidia*)'"
+                  % (HELPER, USER_STORES, IMAGE))
+    assert out.rc == 0, (out.stdout, out.stderr)
+    assert re.search(r"^DEVICES nvidia\*$", out.stdout, re.M), out.stdout
+
+
+def test_scancel_ends_the_container(scenario, ctl, nodes):
+    job = job_id(as_user(ctl, "alice", "gpu-job submit --name long --gpus 1 --image %s --time 5m "
+                         "--command 'sleep 271'" % IMAGE))
+    _wait("job %s running" % job, lambda: (sacct(ctl, job, "State")[:1] == ["RUNNING"], sacct(ctl, job, "State")))
+    node = scenario.host(sacct(ctl, job, "NodeList")[0])
+
+    def container(present):
+        out = node.run("pgrep -u alice -f 'sleep 271|conmon'")
+        return bool(out.stdout.strip()) == present, out.stdout
+    _wait("the container of job %s running" % job, lambda: container(True), timeout=60)
+    ctl.check_output("scancel %s" % job)
+    # the step's processes end at once; the container's monitor and command with them, not after KillWait
+    _wait("the container of job %s gone" % job, lambda: container(False), timeout=20)
 
 
 def test_status_shows_the_running_job(probe):
@@ -167,3 +272,57 @@ def test_queue_explains_a_job_held_by_its_teams_gpu_limit(nodes, ctl):
     assert "job %s had already ended (CANCELLED); nothing was cancelled" % second in again.stderr, again.stderr
     unknown = as_user(ctl, "bob", "gpu-job cancel 999999")
     assert unknown.rc == 2 and "Slurm knows no such job; nothing was cancelled" in unknown.stderr, unknown.stderr
+
+
+def registry_manifest_pulls(ctl, since):
+    """The nodes' instance's GETs of a pytorch manifest since ``since`` (epoch seconds), per client address."""
+    out = ctl.check_output("journalctl -u docker-registry -o cat --since @%d" % since)
+    pulls = {}
+    for line in out.splitlines():
+        found = re.match(r'^(\S+) - \S+ \[[^]]*\] "GET /v2/pytorch/manifests/2\.0 ', line)
+        if found:
+            pulls[found.group(1)] = pulls.get(found.group(1), 0) + 1
+    return pulls
+
+
+def test_a_site_image_is_pulled_once_per_node_and_run_by_every_user(scenario, ctl, nodes, tmp_path):
+    """An admin pushes an image once to the site registry; the user_tools role pulls it once into each GPU node's
+    store; two users run it on both nodes, the way gpu-job's jobs run podman, and the registry sees no more pulls."""
+    first = scenario.host(scenario.compute[0])
+    # the test image with one more file: not an image the users already have (the same ID in a user's own store
+    # would hide the node's copy of it)
+    first.check_output("set -e; d=$(mktemp -d); cp /var/tmp/gpujob-image.tar $d/site.tar; echo site > $d/site-image; "
+                       "tar -C $d -rf $d/site.tar ./site-image; podman import -q $d/site.tar localhost/site-test:1 "
+                       ">/dev/null; rm -rf $d /srv/shared/site-test.tar; podman save -q --format oci-archive "
+                       "-o /srv/shared/site-test.tar localhost/site-test:1")
+    # the admin's push, on the registry host, to the admins' instance with the role's password
+    ctl.check_output("skopeo copy -q --dest-tls-verify=false --dest-creds admin:$(cat /etc/gpucluster/registry/"
+                     "admin.password) oci-archive:/srv/shared/site-test.tar docker://127.0.0.1:5001/pytorch:2.0")
+    # without credentials the nodes' instance refuses a push (read-only), also from the registry host itself
+    registry = scenario.groups["image_registry"][0]
+    refused = ctl.run("skopeo copy -q oci-archive:/srv/shared/site-test.tar docker://%s:5000/pytorch:evil" % registry)
+    assert refused.rc != 0, refused.stdout
+    since = int(ctl.check_output("date +%s")) - 1
+    for name in scenario.compute:
+        scenario.host(name).run("podman --root %s --runroot /run/gpucluster-site-images rmi -f pytorch:2.0" % SITE_STORE)
+    rc, out = scenario.playbook(tmp_path, USER_TOOLS, extra_vars={"user_tools_site_images": ["pytorch:2.0"]})
+    assert rc == 0, out
+    filled = registry_manifest_pulls(ctl, since)
+    addresses = dict((name, ctl.check_output("getent hosts %s" % name).split()[0]) for name in scenario.compute)
+    assert sorted(filled.get(a, 0) for a in addresses.values()) == [1] * len(addresses), (filled, addresses)
+    # again: the role finds the image in each store and pulls nothing
+    rc, out = scenario.playbook(tmp_path, USER_TOOLS, extra_vars={"user_tools_site_images": ["pytorch:2.0"]})
+    assert rc == 0 and registry_manifest_pulls(ctl, since) == filled, out
+    config = json.loads(ctl.check_output("cat /etc/gpucluster/gpu-job.json"))["runtime"]
+    storage = " ".join("--storage-opt %s" % opt for opt in config["storage_opts"])
+    for name in scenario.compute:
+        for user in USERS:
+            out = as_user(ctl, user, "srun -w %s --time=2 env -u XDG_RUNTIME_DIR %s --user-store %s podman %s run "
+                          "--rm --network=host --cgroups=disabled pytorch:2.0 sh -c 'cat /site-image'"
+                          % (name, HELPER, config["user_store"], storage))
+            assert out.rc == 0 and out.stdout.strip().endswith("site"), (name, user, out.stdout, out.stderr)
+            # the image is the node's, read-only, not a copy in the user's own store
+            listed = as_user(ctl, user, "srun -w %s --time=2 env -u XDG_RUNTIME_DIR podman %s images --format "
+                             "'{{.Repository}}:{{.Tag}} {{.ReadOnly}}'" % (name, storage))
+            assert "%s:5000/pytorch:2.0 true" % registry in listed.stdout, listed.stdout
+    assert registry_manifest_pulls(ctl, since) == filled

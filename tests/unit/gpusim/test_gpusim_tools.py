@@ -188,20 +188,26 @@ def test_setup_follows_a_changed_fault_list(setup_env):
 def test_setup_makes_device_nodes_as_root(setup_env):
     setup(setup_env)
     dev = setup_env["GPUSIM_DEV_DIR"]
-    assert sorted(os.listdir(dev)) == ["nvidia%d" % i for i in range(8)] + ["nvidiactl"]
+    assert sorted(os.listdir(dev)) == ["infiniband"] + ["nvidia%d" % i for i in range(8)] + ["nvidiactl"]
     info = os.lstat(os.path.join(dev, "nvidiactl"))
     assert stat.S_ISCHR(info.st_mode) and os.major(info.st_rdev) == 195 and os.minor(info.st_rdev) == 255
     assert stat.S_IMODE(os.lstat(os.path.join(dev, "nvidia3")).st_mode) == 0o666
+    # one verbs device per InfiniBand/RoCE device of the profile (8 ConnectX-7 and the BlueField bond)
+    verbs = os.path.join(dev, "infiniband")
+    assert sorted(os.listdir(verbs)) == sorted("uverbs%d" % i for i in range(9))
+    info = os.lstat(os.path.join(verbs, "uverbs8"))
+    assert stat.S_ISCHR(info.st_mode) and (os.major(info.st_rdev), os.minor(info.st_rdev)) == (231, 200)
     setup(setup_env, "--fault", "gpu_missing:gpu=7")
     assert "nvidia7" not in os.listdir(dev)
     setup(setup_env, "--fault", "driver_not_loaded")
-    assert os.listdir(dev) == []
+    assert os.listdir(dev) == ["infiniband"]
 
 
 def test_setup_skips_mknod_when_not_root(setup_env, monkeypatch):
     monkeypatch.setattr(gpusim.os, "geteuid", lambda: 1000)
     report = setup(setup_env)
-    assert len(report["skipped"]) == 9 and all(s.startswith("mknod ") for s in report["skipped"])
+    # 8 GPUs and nvidiactl, 9 verbs devices
+    assert len(report["skipped"]) == 18 and all(s.startswith("mknod ") for s in report["skipped"])
     assert os.listdir(setup_env["GPUSIM_DEV_DIR"]) == []
 
 

@@ -43,7 +43,9 @@ def test_the_config_has_each_partitions_node_types_and_times():
     assert CONFIG["users"]["chen"] == {"default_team": "training", "teams": ["research", "training"]}
     assert CONFIG["users"]["goran"] == {"default_team": "open", "teams": ["open"]}
     assert CONFIG["datasets"] == {"coco": "/data/coco", "imagenet": "/data/imagenet"}
-    assert CONFIG["runtime"] == {"name": "podman", "args": []}
+    assert CONFIG["runtime"] == {"name": "podman", "args": [], "helper": "/usr/local/lib/gpu-job/bin/gpu-job-container",
+                                 "cdi_spec": "/etc/cdi/nvidia.yaml", "nccl_conf": "/etc/nccl.conf", "storage_opts": [],
+                                 "user_store": "/var/lib/gpucluster/containers/users"}
     assert (CONFIG["default_time_s"], CONFIG["switches_wait_s"], CONFIG["topology"]) == (3600, 1800, True)
     assert _gpu_job.check_config(CONFIG, "x") is CONFIG
 
@@ -187,15 +189,24 @@ def test_the_script_one_node():
         "#SBATCH --gpus-per-node=a100:8", "#SBATCH --time=04:00:00",
         "#SBATCH --output=/home/chen/gpu-job-logs/%j.out"]
     assert not [line for line in lines if "--switches" in line or "--exclusive" in line]
-    assert lines[11:16] == [
+    assert lines[11:20] == [
         "set -euo pipefail", "if ! command -v podman >/dev/null 2>&1; then",
         "  echo \"gpu-job: the container runtime podman is not installed on $(hostname); the job does not run outside"
-        " a container\" >&2", "  exit 127", "fi"]
-    assert lines[16].startswith("srun --ntasks-per-node=1 env -u XDG_RUNTIME_DIR podman run --rm --network=host --env CUDA_VISIBLE_DEVICES ")
-    assert lines[16].endswith(" --volume /data/imagenet:/data/imagenet:ro --volume '/home/chen/my project:/home/chen/"
+        " a container\" >&2", "  exit 127", "fi",
+        "if [ ! -x /usr/local/lib/gpu-job/bin/gpu-job-container ]; then",
+        "  echo \"gpu-job: the job helper /usr/local/lib/gpu-job/bin/gpu-job-container is not installed on $(hostname)"
+        " (the user_tools role installs it)\" >&2", "  exit 127", "fi"]
+    # the helper adds the allocated GPUs' devices on each node; the container stays in the step's cgroup, with an init
+    # that passes scancel's signals on; Slurm's CUDA_VISIBLE_DEVICES is not passed (the container sees only its GPUs)
+    assert lines[20].startswith(
+        "srun --ntasks-per-node=1 env -u XDG_RUNTIME_DIR /usr/local/lib/gpu-job/bin/gpu-job-container --cdi-spec "
+        "/etc/cdi/nvidia.yaml --nccl-conf /etc/nccl.conf --user-store /var/lib/gpucluster/containers/users podman run "
+        "--rm --network=host --cgroups=disabled --init --env SLURM_JOB_ID ")
+    assert "CUDA_VISIBLE_DEVICES" not in lines[20]
+    assert lines[20].endswith(" --volume /data/imagenet:/data/imagenet:ro --volume '/home/chen/my project:/home/chen/"
                               "my project' --workdir '/home/chen/my project' pytorch:2.4 sh -c 'python train.py --lr "
                               "'\"'\"'0.1'\"'\"''")
-    assert len(lines) == 17
+    assert len(lines) == 21
 
 
 def test_the_script_multi_node_takes_whole_nodes_under_one_switch():
@@ -207,6 +218,17 @@ def test_the_script_multi_node_takes_whole_nodes_under_one_switch():
     lines = _script(flat, _gpu_job.fit(flat, 16, _team("research")))
     assert "#SBATCH --exclusive" in lines and not [line for line in lines if "--switches" in line]
     assert "--device nvidia.com/gpu=all --volume /data/imagenet:/data/imagenet:ro" in lines[-1]
+
+
+def test_the_script_gives_podman_the_nodes_site_image_store():
+    stored = _config(storage_opts=["vfs.imagestore=/var/lib/gpucluster/containers/site"])
+    lines = _script(stored, _gpu_job.fit(stored, 8, _team("research")))
+    assert " /var/lib/gpucluster/containers/users podman --storage-opt vfs.imagestore=/var/lib/gpucluster/containers/site " \
+        "run --rm " in lines[-1]
+    with pytest.raises(JobError, match="the job's storage option 0 is 'vfs.imagestore=site; rm -rf /'"):
+        _config(storage_opts=["vfs.imagestore=site; rm -rf /"])
+    with pytest.raises(JobError, match="user_tools_cdi_spec is 'nvidia.yaml': an absolute path"):
+        _config(cdi_spec="nvidia.yaml")
 
 
 def test_untyped_gpus_ask_for_a_count():
