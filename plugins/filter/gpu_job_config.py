@@ -76,7 +76,7 @@ options:
     elements: str
     default: []
   user_store:
-    description: The directory of the users' own image stores on the compute nodes (C(<dir>/<user>)).
+    description: The directory of the users' own image stores on the compute nodes (C(<dir>/<uid>)).
     type: str
     default: /var/lib/gpucluster/containers/users
   log_dir:

@@ -36,6 +36,7 @@ PROGRAMS = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cud
             "nvidia-cuda-mps-server")
 # A library file of a driver package: libX.so.<version> (the SONAME links are made by ldconfig in the container).
 LIBRARY_RE = re.compile(r"^lib[A-Za-z0-9_+-]+\.so\.[0-9][0-9.]*\Z")
+HOOK_TIMEOUT_S = 30
 LIBRARY_DIRS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/local/lib/")
 
 
@@ -97,7 +98,9 @@ def build(gpus, libraries, programs, control_nodes, hook):
             "env": ["NVIDIA_VISIBLE_DEVICES=void"],
             "deviceNodes": [{"path": path} for path in control_nodes],
             "mounts": mounts,
-            "hooks": [{"hookName": "createContainer", "path": hook, "args": args}],
+            # A fixed environment (never the container's) and a time limit for the program the runtime runs.
+            "hooks": [{"hookName": "createContainer", "path": hook, "args": args,
+                       "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": HOOK_TIMEOUT_S}],
         },
     }
 
@@ -162,27 +165,31 @@ def gres_gpu_files(text, node):
 
 
 def allocation(spec, gres_text, node, gpu_ids, where="the CDI spec"):
-    """The CDI device names (``nvidia.com/gpu=<uuid>``) of the GPUs Slurm allocated on ``node``: ``gpu_ids`` is
-    SLURM_STEP_GPUS / SLURM_JOB_GPUS (GRES indices, comma-separated; empty for a job without GPUs). Each index is
-    the position of a File= in gres.conf, whose /dev/nvidiaN gives the minor number the spec names a device by.
-    Raises ``CDIError`` when an allocated GPU has no device in the spec."""
-    ids = [i for i in (gpu_ids or "").split(",") if i.strip()]
+    """The CDI device names (``nvidia.com/gpu=<uuid>``) of the GPUs Slurm allocated to this step on ``node``.
+
+    ``gpu_ids`` is SLURM_STEP_GPUS: Slurm writes there, for each allocated GPU, the number of its device file
+    (``/dev/nvidia3`` gives 3; src/plugins/gres/common/gres_common.c, ``dev_num``), which is the GPU's minor number;
+    empty for a step without GPUs. Where ``gres_text`` (the node's gres.conf) names device files for ``node``, each
+    allocated one must be among them (AutoDetect=nvml names none: slurmd found the files itself). Raises
+    ``CDIError`` when a value is not a device number or the spec has no device for it."""
+    ids = [i.strip() for i in (gpu_ids or "").split(",") if i.strip()]
     if not ids:
         return []
-    files = gres_gpu_files(gres_text, node)
+    if ids == ["NoDevFiles"]:
+        raise CDIError("Slurm gave the GPUs of this job on %s without device files (NoDevFiles): gres.conf must name "
+                       "them (File=/dev/nvidia[0-7]) or detect them (AutoDetect=nvml)" % node)
+    files = [f for f in gres_gpu_files(gres_text or "", node) if GPU_NODE_RE.match(f)]
     by_minor = devices_by_minor(spec)
     names = []
     for raw in ids:
-        if not raw.strip().isdigit() or int(raw) >= len(files):
-            raise CDIError("Slurm allocated GPU %r on %s, which gres.conf's %d GPU file(s) do not have"
-                           % (raw, node, len(files)))
-        path = files[int(raw)]
-        found = GPU_NODE_RE.match(path)
-        if not found:
-            raise CDIError("gres.conf names %s for GPU %s on %s: not a /dev/nvidiaN device" % (path, raw, node))
-        minor = int(found.group(1))
-        if minor not in by_minor:
-            raise CDIError("%s has no device for %s (GPU %s of this job on %s): rerun the container_toolkit role"
-                           % (where, path, raw, node))
-        names.append("%s=%s" % (KIND, by_minor[minor]))
+        if not raw.isdigit():
+            raise CDIError("Slurm allocated GPU %r on %s: not the number of a /dev/nvidiaN device" % (raw, node))
+        path = "/dev/nvidia%d" % int(raw)
+        if files and path not in files:
+            raise CDIError("Slurm allocated %s on %s, which this node's gres.conf does not name (%s)"
+                           % (path, node, ", ".join(files)))
+        if int(raw) not in by_minor:
+            raise CDIError("%s has no device for %s (a GPU of this job on %s): rerun the container_toolkit role"
+                           % (where, path, node))
+        names.append("%s=%s" % (KIND, by_minor[int(raw)]))
     return names

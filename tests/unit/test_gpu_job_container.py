@@ -48,12 +48,13 @@ def helper(node, environ, *run_args):
 
 
 def test_the_step_gets_the_devices_of_its_gpus_by_minor_and_the_nccl_config(node):
-    # GRES indices 0 and 2: gres.conf's /dev/nvidia1 and /dev/nvidia2, nvidia-smi's GPUs 2 and 0
+    # Slurm's device numbers 0 and 2: /dev/nvidia0 and /dev/nvidia2, nvidia-smi's GPUs 1 and 0; SLURM_JOB_GPUS (the
+    # batch node's, passed on to every node of a job) is not read
     done = helper(node, {"SLURM_STEP_GPUS": "0,2", "SLURM_JOB_GPUS": "1"})
     assert done.returncode == 0, done.stderr
     infiniband = ["--device", "/dev/infiniband"] if os.path.isdir("/dev/infiniband") else []
     assert done.stdout.splitlines() == [
-        "run", "--device", "nvidia.com/gpu=GPU-00000000-0000-0000-0000-000000000001",
+        "run", "--device", "nvidia.com/gpu=GPU-00000000-0000-0000-0000-000000000000",
         "--device", "nvidia.com/gpu=GPU-00000000-0000-0000-0000-000000000002"] + infiniband + [
         "--volume", "%s:/etc/nccl.conf:ro" % (node[0] / "nccl.conf"), "--rm", "img:1", "sh", "-c", "true"]
 
@@ -65,9 +66,10 @@ def test_a_step_without_gpus_gets_no_gpu_device_and_the_runtimes_exit_status_is_
 
 
 @pytest.mark.parametrize("environ, message", [
-    ({"SLURM_STEP_GPUS": "5"}, "Slurm allocated GPU '5' on gpu01, which gres.conf's 3 GPU file(s) do not have"),
-    ({"SLURM_STEP_GPUS": "0", "SLURMD_NODENAME": "gpu09"}, "which gres.conf's 0 GPU file(s) do not have"),
-    ({"SLURM_STEP_GPUS": "0", "SLURM_CONF": "/nonexistent/slurm.conf"}, "cannot read this node's gres.conf"),
+    ({"SLURM_STEP_GPUS": "5"}, "Slurm allocated /dev/nvidia5 on gpu01, which this node's gres.conf does not name"),
+    # a node gres.conf names no files for (AutoDetect): the spec still has no /dev/nvidia7
+    ({"SLURM_STEP_GPUS": "7", "SLURMD_NODENAME": "gpu09"}, "has no device for /dev/nvidia7 (a GPU of this job on gpu09)"),
+    ({"SLURM_STEP_GPUS": "NoDevFiles"}, "without device files (NoDevFiles)"),
 ])
 def test_an_allocation_that_cannot_be_given_stops_the_step_before_the_runtime(node, environ, message):
     done = helper(node, environ)
@@ -115,6 +117,15 @@ def test_the_hook_never_writes_through_a_symlink_out_of_the_container(tmp_path):
     assert os.listdir(str(outside)) == []
 
 
+def test_the_hook_never_waits_on_a_fifo_the_image_put_in_place_of_its_file(tmp_path):
+    rootfs, state = _bundle(tmp_path)
+    (rootfs / "etc" / "ld.so.conf.d").mkdir(parents=True)
+    os.mkfifo(str(rootfs / "etc" / "ld.so.conf.d" / "00-gpucluster-cdi.conf"))
+    done = subprocess.run([sys.executable, HOOK, "--folder", "/usr/lib"], input=state, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False, timeout=20)
+    assert done.returncode == 1 and "cannot write the container's" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("args", [[], ["--folder", "relative/lib"], ["--other"]])
 def test_the_hook_refuses_bad_arguments(tmp_path, args):
     _rootfs, state = _bundle(tmp_path)
@@ -130,7 +141,7 @@ def test_the_runtimes_global_options_stay_before_run_and_the_users_store_is_chec
             "--storage-opt", "vfs.imagestore=/site", "run", "--rm", "img:1"]
     missing = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                              check=False)
-    user = __import__("pwd").getpwuid(os.getuid()).pw_name
+    user = str(os.getuid())
     assert missing.returncode == 127 and "your image store %s/%s does not exist on this node" % (store, user) \
         in missing.stderr, missing.stderr
     (store / user).mkdir(mode=0o777)

@@ -88,7 +88,7 @@ for proc in /proc/[0-9]*; do
     [ "$(stat -c %u "$proc" 2>/dev/null)" = "$uid" ] && kill -9 "${{proc#/proc/}}" 2>/dev/null || true
 done
 rm -rf /home/{user}/.local/share/containers /home/{user}/.config/containers "/tmp/storage-run-$uid" "/tmp/podman-run-$uid"
-find {store}/{user} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +
+find {store}/$uid -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +
 install -d -o {user} -g {user} -m 0750 /home/{user}/gpu-job-logs
 """
 
@@ -296,8 +296,9 @@ def test_a_site_image_is_pulled_once_per_node_and_run_by_every_user(scenario, ct
                        ">/dev/null; rm -rf $d /srv/shared/site-test.tar; podman save -q --format oci-archive "
                        "-o /srv/shared/site-test.tar localhost/site-test:1")
     # the admin's push, on the registry host, to the admins' instance with the role's password
-    ctl.check_output("skopeo copy -q --dest-tls-verify=false --dest-creds admin:$(cat /etc/gpucluster/registry/"
-                     "admin.password) oci-archive:/srv/shared/site-test.tar docker://127.0.0.1:5001/pytorch:2.0")
+    ctl.check_output("skopeo login --tls-verify=false --username admin --password-stdin 127.0.0.1:5001 "
+                     "< /etc/gpucluster/registry/admin.password && skopeo copy -q --dest-tls-verify=false "
+                     "oci-archive:/srv/shared/site-test.tar docker://127.0.0.1:5001/pytorch:2.0")
     # without credentials the nodes' instance refuses a push (read-only), also from the registry host itself
     registry = scenario.groups["image_registry"][0]
     refused = ctl.run("skopeo copy -q oci-archive:/srv/shared/site-test.tar docker://%s:5000/pytorch:evil" % registry)
@@ -313,6 +314,10 @@ def test_a_site_image_is_pulled_once_per_node_and_run_by_every_user(scenario, ct
     # again: the role finds the image in each store and pulls nothing
     rc, out = scenario.playbook(tmp_path, USER_TOOLS, extra_vars={"user_tools_site_images": ["pytorch:2.0"]})
     assert rc == 0 and registry_manifest_pulls(ctl, since) == filled, out
+    # the stores are mounted without setuid programs and device files
+    for name in scenario.compute:
+        options = scenario.host(name).check_output("findmnt -n -o OPTIONS --mountpoint %s" % os.path.dirname(SITE_STORE))
+        assert {"nosuid", "nodev"} <= set(options.split(",")), (name, options)
     config = json.loads(ctl.check_output("cat /etc/gpucluster/gpu-job.json"))["runtime"]
     storage = " ".join("--storage-opt %s" % opt for opt in config["storage_opts"])
     for name in scenario.compute:

@@ -57,9 +57,10 @@ def test_the_shared_edits_are_the_control_nodes_the_driver_files_and_the_ldcache
     lib = "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.550.163.01"
     assert mounts[lib] == {"hostPath": lib, "containerPath": lib, "options": ["ro", "nosuid", "nodev", "bind"]}
     assert mounts["/usr/bin/nvidia-smi"]["hostPath"] == "/usr/lib/nvidia/current/nvidia-smi"
+    # the hook runs with a fixed environment (never the container's) and a time limit
     assert edits["hooks"] == [{"hookName": "createContainer", "path": HOOK, "args": [
         "gpu-cdi-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--folder",
-        "/usr/lib/x86_64-linux-gnu/nvidia/current"]}]
+        "/usr/lib/x86_64-linux-gnu/nvidia/current"], "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 30}]
 
 
 def test_the_file_is_json_that_reads_back_the_same():
@@ -101,11 +102,15 @@ def test_the_gres_files_of_a_node_in_gres_conf_order():
     assert _cdi.gres_gpu_files("AutoDetect=nvml\n", "gpu01") == []
 
 
-def test_the_allocation_maps_gres_indices_through_gres_conf_to_the_uuids():
-    # GRES index 2 is gres.conf's third file, /dev/nvidia0: the GPU of minor 0, nvidia-smi's index 1
-    assert _cdi.allocation(spec(), GRES, "gpu01", "2,0") == [
+def test_the_allocation_is_slurms_device_numbers_checked_against_gres_conf_and_named_by_uuid():
+    # SLURM_STEP_GPUS holds the N of each allocated /dev/nvidiaN (Slurm's dev_num), not a position in gres.conf:
+    # /dev/nvidia0 is the GPU of minor number 0, nvidia-smi's index 1
+    assert _cdi.allocation(spec(), GRES, "gpu01", "0,1") == [
         "nvidia.com/gpu=GPU-3f1c1b11-51a1-4c35-9b13-5e0d00c100e1", "nvidia.com/gpu=GPU-3f1c2c22-51a2-4c4a-9b16-5e0d00c101e2"]
     assert _cdi.allocation(spec(), GRES, "gpu01", "") == []
+    # AutoDetect=nvml: gres.conf names no files, slurmd found them; the device number is still the minor
+    assert _cdi.allocation(spec(), "AutoDetect=nvml\n", "gpu01", "2") == [
+        "nvidia.com/gpu=GPU-3f1c0a00-51a0-4c2e-9b10-5e0d00c0ffe0"]
 
 
 def test_the_allocation_from_a_spec_named_as_nvidia_ctk_names_devices():
@@ -116,19 +121,20 @@ def test_the_allocation_from_a_spec_named_as_nvidia_ctk_names_devices():
          "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1"}, {"path": "/dev/dri/card1"}]}},
         {"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1"}]}}]}
     assert _cdi.devices_by_minor(ctk) == {1: "GPU-aaaaaaaa-0000-0000-0000-000000000001"}
-    assert _cdi.allocation(ctk, GRES, "gpu02", "0") == ["nvidia.com/gpu=GPU-aaaaaaaa-0000-0000-0000-000000000001"]
+    assert _cdi.allocation(ctk, GRES, "gpu02", "1") == ["nvidia.com/gpu=GPU-aaaaaaaa-0000-0000-0000-000000000001"]
 
 
 @pytest.mark.parametrize("ids, message", [
-    ("3", "Slurm allocated GPU '3' on gpu01, which gres.conf's 3 GPU file"),
-    ("x", "Slurm allocated GPU 'x'"),
+    ("3", "Slurm allocated /dev/nvidia3 on gpu01, which this node's gres.conf does not name"),
+    ("x", "Slurm allocated GPU 'x' on gpu01: not the number of a /dev/nvidiaN device"),
+    ("NoDevFiles", "without device files (NoDevFiles)"),
 ])
 def test_an_allocation_gres_conf_does_not_have_is_refused(ids, message):
-    with pytest.raises(_cdi.CDIError, match=message.replace("(", r"\(")):
+    with pytest.raises(_cdi.CDIError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _cdi.allocation(spec(), GRES, "gpu01", ids)
 
 
 def test_an_allocated_gpu_the_spec_lacks_is_refused():
     one = _cdi.build(GPUS[:1], ["/usr/lib/libcuda.so.550.1"], [], [], HOOK)
-    with pytest.raises(_cdi.CDIError, match="f has no device for /dev/nvidia1 .GPU 0 of this job on gpu01.: rerun"):
-        _cdi.allocation(one, GRES, "gpu01", "0", "f")
+    with pytest.raises(_cdi.CDIError, match="f has no device for /dev/nvidia1 .a GPU of this job on gpu01.: rerun"):
+        _cdi.allocation(one, GRES, "gpu01", "1", "f")
