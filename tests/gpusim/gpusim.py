@@ -2745,42 +2745,6 @@ def setup_paths(env):
             env.get("GPUSIM_LOG_DIR", DEFAULT_LOG_DIR))
 
 
-def _is_nvidia_node(path):
-    try:
-        mode = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISCHR(mode.st_mode) and os.major(mode.st_rdev) == NV_MAJOR
-
-
-def setup_device_nodes(node, dev_dir, changes):
-    """/dev/nvidiactl and /dev/nvidiaN (char 195, mode 0666) for every GPU the driver knows; none without driver."""
-    wanted = {} if node.nvml_error == ("not_loaded",) else dict(
-        [("nvidiactl", NVIDIACTL_MINOR)] + [("nvidia%d" % g["minor"], g["minor"]) for g in node.gpus])
-    present = [n for n in (os.listdir(dev_dir) if os.path.isdir(dev_dir) else [])
-               if re.match(r"^nvidia(\d+|ctl)$", n)]
-    for name in sorted(set(present) - set(wanted)):
-        if _is_nvidia_node(os.path.join(dev_dir, name)):
-            changes.remove(os.path.join(dev_dir, name))
-    for name, minor in sorted(wanted.items()):
-        path = os.path.join(dev_dir, name)
-        if _is_nvidia_node(path) and os.minor(os.lstat(path).st_rdev) == minor:
-            if stat.S_IMODE(os.lstat(path).st_mode) != 0o666:
-                changes.changes.append("chmod 0666 %s" % path)
-                if not changes.check:
-                    os.chmod(path, 0o666)
-            continue
-        if os.geteuid() != 0:
-            changes.skipped.append("mknod %s (not root)" % path)
-            continue
-        changes.changes.append("mknod %s c %d %d" % (path, NV_MAJOR, minor))
-        if not changes.check:
-            if os.path.lexists(path):
-                os.unlink(path)
-            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NV_MAJOR, minor))
-            os.chmod(path, 0o666)
-
-
 def _is_char_node(path, major):
     try:
         mode = os.lstat(path)
@@ -2789,30 +2753,46 @@ def _is_char_node(path, major):
     return stat.S_ISCHR(mode.st_mode) and os.major(mode.st_rdev) == major
 
 
-def setup_ib_nodes(node, dev_dir, changes):
-    """/dev/infiniband/uverbsN (char 231, 192 + N, mode 0666) for every InfiniBand or RoCE device of the profile, as
-    the kernel makes them once the RDMA stack is loaded: what an RDMA program (and a container given the directory)
-    opens."""
-    ib_dir = os.path.join(dev_dir, "infiniband")
-    wanted = dict(("uverbs%d" % n, UVERBS_MINOR_BASE + n) for n in range(len(node.ib)))
-    present = [n for n in (os.listdir(ib_dir) if os.path.isdir(ib_dir) else []) if re.match(r"^uverbs\d+$", n)]
+def _sync_char_nodes(directory, pattern, major, wanted, changes):
+    """Make ``directory`` hold exactly the character devices ``wanted`` ({name: minor}, char ``major``, mode 0666)
+    among its entries that match ``pattern``: the others of that major are removed (as root; skipped otherwise)."""
+    present = [n for n in (os.listdir(directory) if os.path.isdir(directory) else []) if re.match(pattern, n)]
     for name in sorted(set(present) - set(wanted)):
-        if _is_char_node(os.path.join(ib_dir, name), UVERBS_MAJOR):
-            changes.remove(os.path.join(ib_dir, name))
+        if _is_char_node(os.path.join(directory, name), major):
+            changes.remove(os.path.join(directory, name))
     for name, minor in sorted(wanted.items()):
-        path = os.path.join(ib_dir, name)
-        if _is_char_node(path, UVERBS_MAJOR) and os.minor(os.lstat(path).st_rdev) == minor:
+        path = os.path.join(directory, name)
+        if _is_char_node(path, major) and os.minor(os.lstat(path).st_rdev) == minor:
+            if stat.S_IMODE(os.lstat(path).st_mode) != 0o666:
+                changes.changes.append("chmod 0666 %s" % path)
+                if not changes.check:
+                    os.chmod(path, 0o666)
             continue
         if os.geteuid() != 0:
             changes.skipped.append("mknod %s (not root)" % path)
             continue
-        changes.changes.append("mknod %s c %d %d" % (path, UVERBS_MAJOR, minor))
+        changes.changes.append("mknod %s c %d %d" % (path, major, minor))
         if not changes.check:
-            os.makedirs(ib_dir, exist_ok=True)
+            os.makedirs(directory, exist_ok=True)
             if os.path.lexists(path):
                 os.unlink(path)
-            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(UVERBS_MAJOR, minor))
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
             os.chmod(path, 0o666)
+
+
+def setup_device_nodes(node, dev_dir, changes):
+    """/dev/nvidiactl and /dev/nvidiaN (char 195, mode 0666) for every GPU the driver knows; none without driver."""
+    wanted = {} if node.nvml_error == ("not_loaded",) else dict(
+        [("nvidiactl", NVIDIACTL_MINOR)] + [("nvidia%d" % g["minor"], g["minor"]) for g in node.gpus])
+    _sync_char_nodes(dev_dir, r"^nvidia(\d+|ctl)$", NV_MAJOR, wanted, changes)
+
+
+def setup_ib_nodes(node, dev_dir, changes):
+    """/dev/infiniband/uverbsN (char 231, 192 + N, mode 0666) for every InfiniBand or RoCE device of the profile, as
+    the kernel makes them once the RDMA stack is loaded: what an RDMA program (and a container given the directory)
+    opens."""
+    wanted = dict(("uverbs%d" % n, UVERBS_MINOR_BASE + n) for n in range(len(node.ib)))
+    _sync_char_nodes(os.path.join(dev_dir, "infiniband"), r"^uverbs\d+$", UVERBS_MAJOR, wanted, changes)
 
 
 def write_tree(files, top, changes):
