@@ -474,6 +474,113 @@ def explain(reason):
     return "Slurm says %r (see 'man squeue', JOB REASON CODES)" % reason
 
 
+# The QOS counter behind each of the team limits' reason codes (the team_quota role sets GrpTRES and GrpTRESMins on
+# each team's QOS): _team_usage.parse_assoc_mgr_qos's key, the TRES (None: every TRES of the counter) and its words.
+REASON_COUNTERS = {
+    "QOSGrpGRES": ("grp_tres", "gres/gpu", "the team's GPUs at once"),
+    "QOSGrpTRES": ("grp_tres", None, "the team's resources at once"),
+    "QOSGrpGRESMinutes": ("grp_tres_mins", "gres/gpu", "the team's GPU-minutes since the last reset"),
+    "QOSGrpTRESMinutes": ("grp_tres_mins", None, "the team's budget since the last reset"),
+    "QOSGrpGRESRunMinutes": ("grp_tres_run_mins", "gres/gpu", "GPU-minutes its running jobs have booked"),
+    "QOSGrpTRESRunMinutes": ("grp_tres_run_mins", None, "what its running jobs have booked"),
+}
+# Slurm's names of the counters, for the words.
+COUNTER_NAMES = {"grp_tres": "GrpTRES", "grp_tres_mins": "GrpTRESMins", "grp_tres_run_mins": "GrpTRESRunMins"}
+_RECORD_SPLIT_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+
+
+def parse_scontrol_record(text):
+    """The first record of ``scontrol -o show job ID`` as a dict of its fields (a value may hold spaces: a field
+    starts where a space is followed by ``Name=``)."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    record = {}
+    for field in _RECORD_SPLIT_RE.split(line.strip()):
+        key, sep, value = field.partition("=")
+        if sep:
+            record.setdefault(key, value)
+    return record
+
+
+def parse_tres(text):
+    """``'cpu=1,mem=2G,gres/gpu=8'`` -> ``{'cpu': '1', 'mem': '2G', 'gres/gpu': '8'}``."""
+    return dict(item.split("=", 1) for item in (text or "").split(",") if "=" in item)
+
+
+def binding_limits(reason, qos_record, request):
+    """The limits of the job's QOS that hold it, in words: ``[(counter, tres, limit, used, asked)]`` for ``reason``
+    (a team-limit code of REASON_COUNTERS) from _team_usage.parse_assoc_mgr_qos's ``qos_record`` and the job's
+    requested TRES (``request``: parse_tres of ReqTRES). Where the code names no single TRES, every TRES whose use
+    plus the request passes its limit. [] where the code is not a team limit or the counters show none binding."""
+    if reason not in REASON_COUNTERS or not qos_record:
+        return []
+    counter, tres, _words = REASON_COUNTERS[reason]
+    found = []
+    for name, (limit, used) in sorted((qos_record.get(counter) or {}).items()):
+        if limit is None or (tres is not None and name != tres):
+            continue
+        asked = request.get(name)
+        try:
+            asked_n = float(asked) if asked is not None and counter == "grp_tres" else 0
+        except ValueError:
+            asked_n = 0
+        if tres is not None or used + asked_n > limit:
+            found.append((counter, name, limit, used, asked if counter == "grp_tres" else None))
+    return found
+
+
+def limit_words(qos, reason, limits):
+    """binding_limits' entries as lines: ``QOS development GrpTRES gres/gpu=8 (the team's GPUs at once): 8 in use,
+    this job asks for 8``."""
+    words = REASON_COUNTERS.get(reason, ("", None, ""))[2]
+    lines = []
+    for counter, name, limit, used, asked in limits:
+        line = "QOS %s %s %s=%s (%s): %s in use" % (qos, COUNTER_NAMES[counter], name, limit, words, used)
+        if asked is not None:
+            line += ", this job asks for %s" % asked
+        lines.append(line)
+    return lines
+
+
+def parse_sprio(text):
+    """``sprio -h -j ID -o '%Y|%A|%F|%J|%P|%Q|%N'`` -> ``{priority, age, fairshare, jobsize, partition, qos, nice}``
+    as numbers (the first line; None where sprio printed none: the job is not pending or the cluster does not weigh
+    priorities)."""
+    keys = ("priority", "age", "fairshare", "jobsize", "partition", "qos", "nice")
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) != len(keys):
+            continue
+        try:
+            return dict(zip(keys, [int(float(c)) for c in cells]))
+        except ValueError:
+            raise JobError("cannot read sprio's line %r" % line)
+    return None
+
+
+def priority_words(factors):
+    """parse_sprio's factors as ``15000 (fair-share 10000, QOS 5000, age 0, job size 0, partition 0)``, the largest
+    first."""
+    parts = [("fair-share", factors["fairshare"]), ("QOS", factors["qos"]), ("age", factors["age"]),
+             ("job size", factors["jobsize"]), ("partition", factors["partition"])]
+    parts.sort(key=lambda part: -part[1])
+    text = "%d (%s)" % (factors["priority"], ", ".join("%s %d" % part for part in parts))
+    if factors.get("nice"):
+        text += ", nice %d" % factors["nice"]
+    return text
+
+
+def queue_position(job_id, pending):
+    """The job's place among ``pending`` (``[(id, priority)]`` of the pending jobs one sees in its partition): 1 +
+    the number of others with a higher priority; ties go to the older (lower) id, as Slurm orders them."""
+    mine = dict(pending).get(job_id)
+    if mine is None:
+        return None
+
+    def key(item):
+        return (-item[1], int(item[0].split("_")[0]))
+    return 1 + sum(1 for item in pending if item[0] != job_id and key(item) < key((job_id, mine)))
+
+
 def next_reset(config, team, now):
     """When the team's budget resets, in words: the next period start (the team_quota role's default timer), or the
     timer's own OnCalendar expression where the inventory sets one (no date is guessed from it); None: no period."""

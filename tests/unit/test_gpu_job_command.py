@@ -27,7 +27,11 @@ name = os.path.basename(sys.argv[0])
 data = sys.stdin.read() if name == "sbatch" else None
 with open(os.environ["FAKE_SLURM_LOG"], "a") as log:
     log.write(json.dumps({"argv": [name] + sys.argv[1:], "stdin": data}) + "\n")
-answer = os.environ.get("FAKE_" + name.upper())
+# FAKE_<NAME>_<WORD> answers calls with that word among their arguments (scontrol's job, squeue's --start), before
+# FAKE_<NAME>.
+answer = next((os.environ[key] for key in ["FAKE_%%s_%%s" %% (name.upper(), word.strip("-").upper())
+                                           for word in sys.argv[1:]] if key in os.environ),
+              os.environ.get("FAKE_" + name.upper()))
 if answer and answer.startswith("rc="):
     code, _sep, message = answer[3:].partition(":")
     sys.stderr.write("%%s: error: %%s\n" %% (name, message or "refused"))
@@ -42,7 +46,7 @@ if answer:
 def _env(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for name in ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sreport"):
+    for name in ("sbatch", "squeue", "sacct", "scancel", "scontrol", "sreport", "sprio"):
         path = bindir / name
         path.write_text(FAKE % {"python": sys.executable})
         path.chmod(0o755)
@@ -404,3 +408,74 @@ def test_status_says_so_where_slurm_keeps_no_accounting_and_fails_when_sacct_doe
     down = dict(env, FAKE_SACCT="rc=1:Problem talking to the database: Connection refused")
     rc, out, err, _calls = _run(down, "status")
     assert rc == 1 and out == "no jobs of yours in the queue\n" and "Problem talking to the database" in err
+
+
+HELD_JOB = ("JobId=4301 JobName=big-train UserId=%s(1000) GroupId=x(1000) Priority=7000 Account=research QOS=research "
+            "JobState=PENDING Reason=QOSGrpGRES Dependency=(null) Partition=a100 Reservation=(null) "
+            "ReqTRES=cpu=2,mem=64G,node=2,billing=2,gres/gpu=16 Command=/bin/sh -c 'a b' WorkDir=/home/x\n" % USER)
+HELD_QOS = ("QOS=research(3) UsageRaw=10.0 GrpJobs=N(1) GrpTRES=cpu=N(2),gres/gpu=16(16),gres/gpu:a100=N(16) "
+            "GrpTRESMins=cpu=N(0),gres/gpu=600(200) GrpTRESRunMins=cpu=N(0),gres/gpu=N(900)\n")
+
+
+def _why_env(env, **answers):
+    answers.setdefault("FAKE_SCONTROL_JOB", HELD_JOB)
+    answers.setdefault("FAKE_SCONTROL", HELD_QOS)
+    answers.setdefault("FAKE_SPRIO", "7000|0|2000|0|0|5000|0\n")
+    answers.setdefault("FAKE_SQUEUE", "4300|9000\n4301|7000\n4302|7000\n4299|100\n")
+    answers.setdefault("FAKE_SQUEUE_START", "2026-12-08T10:00:00\n")
+    return dict(env, **{key: value if value.startswith("rc=") else _answer(env, key, value)
+                        for key, value in answers.items()})
+
+
+def test_why_names_the_binding_limit_priority_place_and_start(env):
+    """Issue 52: a job held by its team's GPU limit: the QOS counter with its numbers, sprio's factors, its place
+    among the pending jobs the user sees in its partition, and squeue --start's estimate."""
+    rc, out, err, calls = _run(_why_env(env), "why", "4301")
+    assert (rc, err) == (0, ""), out + err
+    assert out.splitlines() == [
+        "job 4301 (big-train) waits in partition a100 for team research",
+        "why:      your team's GPU limit is in use: it starts when the team's other jobs free GPUs [QOSGrpGRES]",
+        "limit:    QOS research GrpTRES gres/gpu=16 (the team's GPUs at once): 16 in use, this job asks for 16",
+        "priority: 7000 (QOS 5000, fair-share 2000, age 0, job size 0, partition 0)",
+        "place:    2 of the 4 pending jobs you can see in partition a100 (PrivateData may hide others' jobs)",
+        "start:    Slurm expects it to start at 2026-12-08T10:00:00 (an estimate: jobs that end early move it "
+        "forward)"]
+    assert [c["argv"] for c in calls] == [
+        ["scontrol", "-o", "show", "job", "4301"],
+        ["scontrol", "-o", "show", "assoc_mgr", "flags=qos", "qos=research"],
+        ["sprio", "-h", "-j", "4301", "-o", "%Y|%A|%F|%J|%P|%Q|%N"],
+        ["squeue", "-h", "-t", "PENDING", "-p", "a100", "-o", "%i|%Q"],
+        ["squeue", "-h", "--start", "-j", "4301", "-o", "%S"]]
+
+
+def test_why_of_a_budget_reason_names_the_gpu_minutes_and_a_reservation(env):
+    job = HELD_JOB.replace("QOSGrpGRES", "QOSGrpGRESMinutes").replace("Reservation=(null)", "Reservation=maint")
+    rc, out, _err, _calls = _run(_why_env(env, FAKE_SCONTROL_JOB=job, FAKE_SQUEUE_START="N/A\n"), "why", "4301")
+    assert rc == 0
+    assert ("limit:    QOS research GrpTRESMins gres/gpu=600 (the team's GPU-minutes since the last reset): 200 in use"
+            in out.splitlines()), out
+    assert "booking:  it runs in reservation maint" in out.splitlines()
+    assert out.splitlines()[-1].startswith("start:    Slurm has no estimate yet")
+
+
+def test_why_says_unknown_and_fails_where_slurm_does_not_answer(env):
+    # QOSGrpTRES names no TRES: the counters must show one whose use and the request pass its limit
+    rc, out, err, _calls = _run(_why_env(env, FAKE_SPRIO="rc=1:Unable to contact slurm controller",
+                                         FAKE_SCONTROL_JOB=HELD_JOB.replace("QOSGrpGRES", "QOSGrpTRES"),
+                                         FAKE_SCONTROL=HELD_QOS.replace("16(16)", "16(0)")), "why", "4301")
+    assert rc == 1
+    assert "priority: unknown (sprio -h -j failed (rc 1): sprio: error: Unable to contact slurm controller)" in out
+    assert "limit:    unknown (QOS research's counters show no limit reached; Slurm may have freed it since)" in out
+    assert "gpu-job: 2 part(s) of the answer are unknown" in err
+
+
+def test_why_of_a_running_an_unknown_and_a_bad_job_id(env):
+    running = HELD_JOB.replace("JobState=PENDING Reason=QOSGrpGRES", "JobState=RUNNING Reason=None") + ""
+    running = running.replace("Partition=a100", "Partition=a100 NodeList=dgx[01-02]")
+    rc, out, _err, calls = _run(_why_env(env, FAKE_SCONTROL_JOB=running), "why", "4301")
+    assert (rc, out) == (0, "job 4301 (big-train) is RUNNING on dgx[01-02]: it is not waiting\n")
+    assert len(calls) == 1
+    rc, out, err, _calls = _run(_why_env(env, FAKE_SCONTROL_JOB="rc=1:Invalid job id specified"), "why", "4301")
+    assert (rc, out) == (2, "") and "Slurm knows no such job of yours" in err
+    rc, _out, err, calls = _run(env, "why", "42;rm")
+    assert rc == 2 and calls == []

@@ -3,6 +3,8 @@ accounting, the health check slurmd runs; and the files and daemons behind it.""
 
 import json
 import re
+import shlex
+import time
 
 from conftest import _wait, expected_partitions, health_report, node_records
 
@@ -97,6 +99,69 @@ def test_a_gpu_job_gets_memory_by_its_gpus_and_two_share_a_node(scenario, ctl):
             assert float(amount) * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit] == share["dev"], out
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
+
+
+# An all-reduce over MPI (Debian's OpenMPI through mpi4py, installed by user_tools): each rank adds rank + 1, so every
+# rank of n must print n(n+1)/2. TCP between all ranks, also on one node (pml ob1, btl self and tcp).
+ALLREDUCE = (
+    "from mpi4py import MPI\n"
+    "comm = MPI.COMM_WORLD\n"
+    "print('RANK %d OF %d ON %s SUM %d' % (comm.Get_rank(), comm.Get_size(), MPI.Get_processor_name(),"
+    " comm.allreduce(comm.Get_rank() + 1)), flush=True)\n")
+
+
+def _allreduce_ranks(ctl, srun_options):
+    """Run the all-reduce as a team member with srun; return {rank: (size, node, sum)}."""
+    command = ("OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp timeout 120 srun %s -N2 --ntasks-per-node=2 -p dev --time=2 python3 -c %s"
+               % (srun_options, shlex.quote(ALLREDUCE)))
+    result = ctl.run("su - alice -c %s" % shlex.quote(command))
+    ranks = {}
+    for rank, size, node, total in re.findall(r"^RANK (\d+) OF (\d+) ON (\S+) SUM (\d+)$", result.stdout, re.M):
+        ranks[int(rank)] = (int(size), node, int(total))
+    return result.rc, ranks, result.stdout + result.stderr
+
+
+def test_mpi_job_across_two_nodes(scenario, ctl):
+    """Issue 52: srun starts an MPI program's ranks on two nodes through Slurm's PMIx plugin (MpiDefault=pmix, the
+    PMIx library installed by the slurm role), and their all-reduce over TCP gives every rank the same sum."""
+    assert re.search(r"^MpiDefault\s*=\s*pmix$", ctl.check_output("scontrol show config"), re.M)
+    rc, ranks, out = _allreduce_ranks(ctl, "")
+    assert rc == 0 and sorted(ranks) == [0, 1, 2, 3], out
+    assert {size for size, _node, _total in ranks.values()} == {4}, out
+    assert {total for _size, _node, total in ranks.values()} == {1 + 2 + 3 + 4}, out
+    assert sorted({node for _size, node, _total in ranks.values()}) == _compute(scenario), out
+    # The same program without the PMIx plugin: OpenMPI 5 runs four programs of one rank each, OpenMPI 4.1 refuses
+    # to start ("direct launched using srun" without PMI support): never one job of four ranks.
+    rc, alone, out = _allreduce_ranks(ctl, "--mpi=none")
+    assert (rc != 0 and not alone) or (rc == 0 and {size for size, _node, _total in alone.values()} == {1}), out
+
+
+def test_switches_one_waits_for_one_leaf(scenario, ctl):
+    """Issue 52: a 2-node job that asks for one leaf switch (--switches=1@<wait>, as gpu-job's multi-node jobs do)
+    waits, since each leaf of the test fabric has one compute node, and runs across the two leaves once its wait is
+    over (slurm.conf's TopologyPlugin=topology/tree, max_switch_wait above the wait)."""
+    leaves = {leaf: sorted(set(scenario.groups.get("ib_" + leaf, [])) & set(_compute(scenario)))
+              for leaf in ("leaf1", "leaf2")}
+    assert all(len(nodes) == 1 for nodes in leaves.values()), leaves
+    wait_s = 20
+    job = ctl.check_output("sbatch --parsable -N2 --switches=1@0:%d -p dev --time=1 -o /dev/null --wrap true"
+                           % wait_s).split(";")[0]
+    try:
+        time.sleep(wait_s / 2)
+        assert ctl.check_output("squeue -h -j %s -o %%T" % job).strip() == "PENDING"
+
+        def started():
+            state = ctl.check_output("sacct -n -P -X -j %s -o State" % job).strip()
+            return state in ("RUNNING", "COMPLETED"), state
+        _wait("the job's switch wait over and the job started", started, timeout=120)
+        out = ctl.check_output("sacct -n -P -X -j %s -o Submit,Start,NodeList" % job).strip()
+        submit, start, nodes = out.split("|")
+        waited = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) - time.mktime(
+            time.strptime(submit, "%Y-%m-%dT%H:%M:%S"))
+        assert waited >= wait_s, out
+        assert sorted(ctl.check_output("scontrol show hostnames %s" % nodes).split()) == _compute(scenario), out
+    finally:
+        ctl.run("scancel %s" % job)
 
 
 def test_topology_matches_fabric(scenario, ctl):

@@ -4,7 +4,7 @@ GPU node with exactly the device nodes of the GPUs Slurm allocated to it (throug
 and UUID), the control device, /dev/infiniband, the node's NCCL config and the driver's libraries (found by the
 dynamic loader through the spec's ldcache hook), in the step's cgroup, and its dataset read-only; a job without GPUs
 gets no GPU device; scancel ends the container with the job. `gpu-job quota` shows the GPU-hours it used; `gpu-job
-queue` explains, in words, a job held by its team's GPU limit.
+queue` explains, in words, a job held by its team's GPU limit, and `gpu-job why` names the limit with its numbers.
 
 The image is built here, on each GPU node, from the node's own programs (no registry), and imported into each user's
 rootless store. The cluster has no shared home directories, which a real one has: the test creates the users' log
@@ -254,6 +254,18 @@ def test_queue_explains_a_job_held_by_its_teams_gpu_limit(nodes, ctl):
         return bool(re.search(r"^%s\s+second\s+waits: your team's GPU limit is in use.*\[QOSGrpGRES\]$" % second,
                               out.stdout, re.M)), out.stdout + out.stderr
     _wait("job %s explained as held by the team's GPU limit" % second, held, timeout=60)
+    # issue 52: why names the limit that binds, with slurmctld's counters, and the job's priority and place
+    why = as_user(ctl, "bob", "gpu-job why %s" % second)
+    assert why.rc == 0, why.stdout + why.stderr
+    assert re.search(r"^limit: +QOS development GrpTRES gres/gpu=8 \(the team's GPUs at once\): 8 in use, this job "
+                     r"asks for 8$", why.stdout, re.M), why.stdout
+    assert re.search(r"^priority: +\d+ \(.*fair-share \d+", why.stdout, re.M), why.stdout
+    assert re.search(r"^place: +1 of the 1 pending jobs you can see in partition dev ", why.stdout, re.M), why.stdout
+    assert re.search(r"^start: +", why.stdout, re.M) and "unknown" not in why.stdout, why.stdout
+    running = as_user(ctl, "bob", "gpu-job why %s" % first)
+    assert running.rc == 0 and "is RUNNING on " in running.stdout, running.stdout + running.stderr
+    hidden = as_user(ctl, "alice", "gpu-job why %s" % second)
+    assert hidden.rc == 2 and "second" not in hidden.stdout, (hidden.rc, hidden.stdout, hidden.stderr)
     # PrivateData (issue 46): alice, of another team, cannot see bob's running job; bob sees it
     other = as_user(ctl, "alice", "gpu-job status %s" % first)
     assert other.rc != 0 and "first" not in other.stdout, (other.rc, other.stdout, other.stderr)

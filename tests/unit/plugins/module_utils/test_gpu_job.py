@@ -281,3 +281,40 @@ def test_last_reset_reads_the_stamp_else_the_period_start(tmp_path):
     (tmp_path / "week.last-reset").write_text("2026-11-30T06:00:00+0100\n")
     assert _team_usage.last_reset(str(tmp_path), "week", now) == datetime.datetime(2026, 11, 30, 6, 0)
     assert _team_usage.last_reset(str(tmp_path), "month", now) == datetime.datetime(2026, 12, 1)
+
+
+# gpu-job why (issue 52)
+
+def test_scontrol_record_keeps_values_with_spaces():
+    record = _gpu_job.parse_scontrol_record(
+        "JobId=7 JobName=a b Reason=QOSGrpGRES Command=/bin/sh -c 'x=1 y' WorkDir=/tmp\nJobId=8 JobName=next\n")
+    assert record["JobName"] == "a b" and record["Reason"] == "QOSGrpGRES" and record["WorkDir"] == "/tmp"
+    assert record["JobId"] == "7"
+    assert _gpu_job.parse_scontrol_record("") == {}
+
+
+def test_binding_limits_of_a_code_without_a_tres_are_those_the_request_passes():
+    qos = {"grp_tres": {"cpu": (64, 60), "mem": (None, 10), "gres/gpu": (16, 8)}}
+    found = _gpu_job.binding_limits("QOSGrpTRES", qos, {"cpu": "8", "gres/gpu": "4"})
+    assert found == [("grp_tres", "cpu", 64, 60, "8")]
+    assert _gpu_job.limit_words("t", "QOSGrpTRES", found) == [
+        "QOS t GrpTRES cpu=64 (the team's resources at once): 60 in use, this job asks for 8"]
+    # a budget counter: minutes used, no request to add
+    budget = _gpu_job.binding_limits("QOSGrpGRESMinutes", {"grp_tres_mins": {"gres/gpu": (600, 600)}}, {})
+    assert budget == [("grp_tres_mins", "gres/gpu", 600, 600, None)]
+    assert _gpu_job.binding_limits("Priority", qos, {}) == []
+    assert _gpu_job.binding_limits("QOSGrpGRES", None, {}) == []
+
+
+def test_sprio_priority_words_and_queue_position():
+    factors = _gpu_job.parse_sprio("  7000|  10| 2000|0|0|5000|0\n")
+    assert factors == {"priority": 7000, "age": 10, "fairshare": 2000, "jobsize": 0, "partition": 0, "qos": 5000,
+                       "nice": 0}
+    assert _gpu_job.priority_words(factors) == "7000 (QOS 5000, fair-share 2000, age 10, job size 0, partition 0)"
+    assert _gpu_job.parse_sprio("") is None
+    with pytest.raises(_gpu_job.JobError, match="cannot read sprio's line"):
+        _gpu_job.parse_sprio("a|b|c|d|e|f|g\n")
+    pending = [("12", 500), ("10", 500), ("11", 900), ("9", 100)]
+    assert _gpu_job.queue_position("12", pending) == 3  # after 11 (higher) and 10 (older, same priority)
+    assert _gpu_job.queue_position("9", pending) == 4
+    assert _gpu_job.queue_position("13", pending) is None
