@@ -426,7 +426,8 @@ def script(config, request):
     # every process of the container in the step's cgroup, where Slurm's device and memory limits and scancel reach
     # it (a rootless container would otherwise get a cgroup of its own under the user's systemd); --init gives the
     # container an init that passes the step's signals on to the command (a shell as PID 1 ignores SIGTERM).
-    argv = ["srun", "--ntasks-per-node=1", "env", "-u", "XDG_RUNTIME_DIR", helper,
+    # --mpi=none: the step starts one container per node and no MPI ranks (the cluster's MpiDefault may be pmix).
+    argv = ["srun", "--ntasks-per-node=1", "--mpi=none", "env", "-u", "XDG_RUNTIME_DIR", helper,
             "--cdi-spec", config["runtime"]["cdi_spec"], "--nccl-conf", config["runtime"].get("nccl_conf") or ""]
     if config["runtime"].get("user_store"):
         argv += ["--user-store", config["runtime"]["user_store"]]
@@ -481,11 +482,12 @@ REASON_COUNTERS = {
     "QOSGrpTRES": ("grp_tres", None, "the team's resources at once"),
     "QOSGrpGRESMinutes": ("grp_tres_mins", "gres/gpu", "the team's GPU-minutes since the last reset"),
     "QOSGrpTRESMinutes": ("grp_tres_mins", None, "the team's budget since the last reset"),
-    "QOSGrpGRESRunMinutes": ("grp_tres_run_mins", "gres/gpu", "GPU-minutes its running jobs have booked"),
-    "QOSGrpTRESRunMinutes": ("grp_tres_run_mins", None, "what its running jobs have booked"),
+    "QOSGrpGRESRunMinutes": ("grp_tres_run_mins", "gres/gpu", "GPU-minutes the team's running jobs have booked"),
+    "QOSGrpTRESRunMinutes": ("grp_tres_run_mins", None, "what the team's running jobs have booked"),
 }
 # Slurm's names of the counters, for the words.
 COUNTER_NAMES = {"grp_tres": "GrpTRES", "grp_tres_mins": "GrpTRESMins", "grp_tres_run_mins": "GrpTRESRunMins"}
+COUNTER_USE = {"grp_tres": "in use", "grp_tres_mins": "used", "grp_tres_run_mins": "booked"}
 _RECORD_SPLIT_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
@@ -516,14 +518,15 @@ def binding_limits(reason, qos_record, request):
     counter, tres, _words = REASON_COUNTERS[reason]
     found = []
     for name, (limit, used) in sorted((qos_record.get(counter) or {}).items()):
-        if limit is None or (tres is not None and name != tres):
+        # a GPU code covers the typed GPU TRES (gres/gpu:a100) too
+        if limit is None or (tres is not None and name != tres and not name.startswith(tres + ":")):
             continue
         asked = request.get(name)
         try:
             asked_n = float(asked) if asked is not None and counter == "grp_tres" else 0
         except ValueError:
             asked_n = 0
-        if tres is not None or used + asked_n > limit:
+        if (tres is not None and name == tres) or used + asked_n > limit:
             found.append((counter, name, limit, used, asked if counter == "grp_tres" else None))
     return found
 
@@ -534,7 +537,8 @@ def limit_words(qos, reason, limits):
     words = REASON_COUNTERS.get(reason, ("", None, ""))[2]
     lines = []
     for counter, name, limit, used, asked in limits:
-        line = "QOS %s %s %s=%s (%s): %s in use" % (qos, COUNTER_NAMES[counter], name, limit, words, used)
+        line = "QOS %s %s %s=%s (%s): %s %s" % (qos, COUNTER_NAMES[counter], name, limit, words, used,
+                                                 COUNTER_USE[counter])
         if asked is not None:
             line += ", this job asks for %s" % asked
         lines.append(line)
@@ -577,7 +581,9 @@ def queue_position(job_id, pending):
         return None
 
     def key(item):
-        return (-item[1], int(item[0].split("_")[0]))
+        # an array task 123_4 or a het component 123+0 ranks by its job's number
+        number = re.match(r"[0-9]*", item[0]).group(0)
+        return (-item[1], int(number or 0), item[0])
     return 1 + sum(1 for item in pending if item[0] != job_id and key(item) < key((job_id, mine)))
 
 

@@ -123,6 +123,42 @@ def sreport_argv(sreport, start, accounts, gpu_types=()):
             "accounts=" + ",".join(accounts), "format=Accounts,Login,TresName,Used"]
 
 
+# sacct's fields for a user's own GPU use (gpu-job usage): one allocation line per job (-X).
+SACCT_USAGE_FIELDS = "JobID,Account,AllocTRES,Start,End"
+
+
+def sacct_tres_minutes(text, since, now):
+    """``sacct -n -P -X -o JobID,Account,AllocTRES,Start,End`` -> ``{account: {tres: minutes}}`` of the GPU TRES
+    (``gres/gpu`` and ``gres/gpu:<type>``), each job's time cut to [since, now] (naive local datetimes, as sacct
+    prints them); a job that never started counts nothing, a running one up to ``now``. The same ``{tres: minutes}``
+    form as sreport's, so gpu_hours_by_type and cost_of price both alike."""
+    result = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = line.split("|")
+        if len(cells) != 5:
+            raise UsageError("cannot read the sacct line %r" % line)
+        account, tres, start, end = cells[1].strip(), cells[2].strip(), cells[3].strip(), cells[4].strip()
+        if start in ("", "Unknown", "None"):
+            continue
+        try:
+            begin = max(datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%S"), since)
+            finish = now if end in ("", "Unknown", "None") else min(
+                datetime.datetime.strptime(end, "%Y-%m-%dT%H:%M:%S"), now)
+        except ValueError:
+            raise UsageError("cannot read the times of the sacct line %r" % line)
+        minutes = max((finish - begin).total_seconds(), 0) / 60.0
+        entry = result.setdefault(account, {"gres/gpu": 0})
+        for item in tres.split(","):
+            name, _sep, count = item.partition("=")
+            if name == "gres/gpu" or name.startswith("gres/gpu:"):
+                if not count.isdigit():
+                    raise UsageError("cannot read the GPU count %r of the sacct line %r" % (item, line))
+                entry[name] = entry.get(name, 0) + int(count) * minutes
+    return result
+
+
 def gpu_hours_by_type(tres_minutes):
     """``{tres: minutes}`` of an account -> (all GPU-hours, {GPU type: GPU-hours}, ''  holding GPUs of no listed type)."""
     total = tres_minutes.get("gres/gpu", 0)

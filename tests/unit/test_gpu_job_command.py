@@ -8,6 +8,7 @@ input must give one line on stderr, exit 2 and call no Slurm program at all.
 import json
 import os
 import pwd
+import re
 import subprocess
 import sys
 
@@ -145,7 +146,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_submitted(env, args, message):
 def test_missing_arguments_and_configs_are_one_line_exit_2(env, tmp_path):
     rc, _out, err, calls = _run(env)
     assert (rc, calls) == (2, [])
-    assert err == "gpu-job: give a subcommand: submit, status, logs, cancel, quota or queue (see gpu-job --help)\n"
+    assert err == ("gpu-job: give a subcommand: submit, status, logs, cancel, quota, queue, why, usage, reserve, "
+                   "reservations or cancel-booking (see gpu-job --help)\n")
     rc, _out, err, calls = _run(env, "submit", "--gpus", "1")
     assert (rc, calls, len(err.splitlines())) == (2, [], 1)
     assert "the following arguments are required: --name, --image, --command" in err
@@ -444,7 +446,7 @@ def test_why_names_the_binding_limit_priority_place_and_start(env):
         ["scontrol", "-o", "show", "job", "4301"],
         ["scontrol", "-o", "show", "assoc_mgr", "flags=qos", "qos=research"],
         ["sprio", "-h", "-j", "4301", "-o", "%Y|%A|%F|%J|%P|%Q|%N"],
-        ["squeue", "-h", "-t", "PENDING", "-p", "a100", "-o", "%i|%Q"],
+        ["squeue", "-h", "-r", "-t", "PENDING", "-p", "a100", "-o", "%i|%Q"],
         ["squeue", "-h", "--start", "-j", "4301", "-o", "%S"]]
 
 
@@ -452,9 +454,9 @@ def test_why_of_a_budget_reason_names_the_gpu_minutes_and_a_reservation(env):
     job = HELD_JOB.replace("QOSGrpGRES", "QOSGrpGRESMinutes").replace("Reservation=(null)", "Reservation=maint")
     rc, out, _err, _calls = _run(_why_env(env, FAKE_SCONTROL_JOB=job, FAKE_SQUEUE_START="N/A\n"), "why", "4301")
     assert rc == 0
-    assert ("limit:    QOS research GrpTRESMins gres/gpu=600 (the team's GPU-minutes since the last reset): 200 in use"
+    assert ("limit:    QOS research GrpTRESMins gres/gpu=600 (the team's GPU-minutes since the last reset): 200 used"
             in out.splitlines()), out
-    assert "booking:  it runs in reservation maint" in out.splitlines()
+    assert "booking:  it will run in reservation maint" in out.splitlines()
     assert out.splitlines()[-1].startswith("start:    Slurm has no estimate yet")
 
 
@@ -479,3 +481,50 @@ def test_why_of_a_running_an_unknown_and_a_bad_job_id(env):
     assert (rc, out) == (2, "") and "Slurm knows no such job of yours" in err
     rc, _out, err, calls = _run(env, "why", "42;rm")
     assert rc == 2 and calls == []
+
+
+USAGE_SACCT = ("4401|training|billing=8,cpu=8,gres/gpu:a100=8,gres/gpu=8,mem=64G,node=1|2026-12-01T10:00:00|"
+               "2026-12-01T11:30:00\n"
+               "4402|research|cpu=4,gres/gpu=4,gres/gpu:l40s=4,node=1|2026-12-02T00:00:00|Unknown\n"
+               "4403|research|cpu=1,mem=1G,node=1|2026-12-02T00:00:00|2026-12-02T05:00:00\n"
+               "4404|training|cpu=1,gres/gpu=2,gres/gpu:a100=2,node=1|None|Unknown\n")
+
+
+def test_usage_sums_the_users_own_gpu_hours_from_sacct_per_team_with_cost(env):
+    """Issue 52: gpu-job usage: the user's own GPU-hours this month from sacct's allocations (AllocTRES x the time in
+    the month, a running job up to now), per team and GPU type, priced as quota prices them."""
+    env = _priced(dict(env, FAKE_SACCT=_answer(env, "sacct", USAGE_SACCT)), {"a100": 2.0, "l40s": 1.0})
+    rc, out, err, calls = _run(env, "usage", "--since", "2026-12-01")
+    assert (rc, err) == (0, ""), err
+    argv = calls[0]["argv"]
+    assert argv[:6] == ["sacct", "-n", "-P", "-X", "-u", USER]
+    assert argv[6:8] == ["-S", "2026-12-01T00:00:00"] and argv[-2:] == ["-o", "JobID,Account,AllocTRES,Start,End"]
+    lines = out.splitlines()
+    assert lines[0].startswith("GPU-hours of %s from 2026-12-01 00:00 to " % USER)
+    # 4402 runs on: 4 GPUs since 2026-12-02 00:00, so its hours grow with the clock; 4403 used no GPU
+    research = re.match(r"^research +([0-9.]+) GPU-hours \(l40s ([0-9.]+)\)  cost ([0-9.]+) EUR$", lines[1])
+    assert research and float(research.group(1)) == float(research.group(2)) > 4 * 24, lines
+    assert float(research.group(3)) == pytest.approx(float(research.group(1)) * 1.0, abs=0.01)
+    assert lines[2].split() == ["training", "12.00", "GPU-hours", "(a100", "12.00)", "cost", "24.00", "EUR"]
+    rc, _out, err, calls = _run(env, "usage", "--since", "yesterday")
+    assert rc == 2 and "--since is 'yesterday'" in err and calls == []
+
+
+def test_why_of_an_array_task_and_a_held_job(env):
+    """An array task is named 123_4 by its user and squeue -r; sprio and squeue --start take its own JobId. A held
+    job (Priority 0) has no sprio factors, which is no failure."""
+    task = HELD_JOB.replace("JobId=4301", "JobId=4310 ArrayJobId=4305 ArrayTaskId=4")
+    rc, out, err, calls = _run(_why_env(env, FAKE_SCONTROL_JOB=task, FAKE_SQUEUE="4305_4|7000\n4300+0|9000\n"),
+                               "why", "4305_4")
+    assert (rc, err) == (0, ""), out + err
+    assert "place:    2 of the 2 pending jobs you can see in partition a100 (PrivateData may hide others' jobs)" in out
+    assert [c["argv"][3] for c in calls if c["argv"][0] == "sprio"] == ["4310"]
+    assert [c["argv"][4] for c in calls if c["argv"][:3] == ["squeue", "-h", "--start"]] == ["4310"]
+    held = HELD_JOB.replace("Priority=7000", "Priority=0").replace("QOSGrpGRES", "JobHeldUser")
+    rc, out, err, calls = _run(_why_env(env, FAKE_SCONTROL_JOB=held, FAKE_SPRIO="\n"), "why", "4301")
+    assert (rc, err) == (0, ""), out + err
+    assert "priority: 0 (held: it does not start until it is released)" in out.splitlines()
+    assert "sprio" not in [c["argv"][0] for c in calls]
+    eligible_later = HELD_JOB.replace("QOSGrpGRES", "BeginTime")
+    rc, out, err, _calls = _run(_why_env(env, FAKE_SCONTROL_JOB=eligible_later, FAKE_SPRIO="\n"), "why", "4301")
+    assert (rc, err) == (0, "") and "priority: 7000 (sprio gives no factors for it" in out, out + err

@@ -143,6 +143,9 @@ def test_switches_one_waits_for_one_leaf(scenario, ctl):
     leaves = {leaf: sorted(set(scenario.groups.get("ib_" + leaf, [])) & set(_compute(scenario)))
               for leaf in ("leaf1", "leaf2")}
     assert all(len(nodes) == 1 for nodes in leaves.values()), leaves
+    # both nodes idle, so that only the switch request can hold the job (not Resources or Priority)
+    idle = ctl.check_output("sinfo -h -N -p dev -t idle -o %N").split()
+    assert sorted(set(idle)) == _compute(scenario), idle
     wait_s = 20
     job = ctl.check_output("sbatch --parsable -N2 --switches=1@0:%d -p dev --time=1 -o /dev/null --wrap true"
                            % wait_s).split(";")[0]

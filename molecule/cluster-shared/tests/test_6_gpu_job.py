@@ -239,6 +239,23 @@ def test_quota_shows_the_jobs_gpu_hours(probe, ctl):
         row = re.search(r"^research\s+month\s+6000\s+(\S+)\s+(\S+)%\s+(\S+)\s+(\S+)$", out.stdout, re.M)
         return bool(row) and out.rc == 0 and float(row.group(1)) > 0, out.stdout + out.stderr
     _wait("research's GPU-hours in gpu-job quota", used, timeout=90)
+    # issue 52: gpu-job usage gives alice's own GPU-hours of this month as sacct accounts them (GPUs x elapsed)
+    _wait("alice's jobs ended", lambda: (not ctl.check_output("squeue -h -u alice -o %i").strip(), "running"),
+          timeout=90)
+    rows = ctl.check_output("sacct -n -P -X -u alice -S $(date +%Y-%m-01) -E now -o Account,AllocTRES,ElapsedRaw")
+    expected = {}
+    for row in rows.splitlines():
+        account, tres, elapsed = row.split("|")
+        gpus = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)
+        if gpus:
+            expected[account] = expected.get(account, 0) + int(gpus.group(1)) * int(elapsed) / 3600.0
+    out = as_user(ctl, "alice", "gpu-job usage")
+    assert out.rc == 0, out.stdout + out.stderr
+    shown = dict((m.group(1), float(m.group(2)))
+                 for m in re.finditer(r"^(\S+) +([0-9.]+) GPU-hours", out.stdout, re.M))
+    assert expected and sorted(shown) == sorted(expected), (out.stdout, rows)
+    for account, hours in expected.items():
+        assert abs(shown[account] - hours) <= 0.01, (out.stdout, rows)
 
 
 def test_queue_explains_a_job_held_by_its_teams_gpu_limit(nodes, ctl):

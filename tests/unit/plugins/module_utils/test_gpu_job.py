@@ -199,7 +199,7 @@ def test_the_script_one_node():
     # the helper adds the allocated GPUs' devices on each node; the container stays in the step's cgroup, with an init
     # that passes scancel's signals on; Slurm's CUDA_VISIBLE_DEVICES is not passed (the container sees only its GPUs)
     assert lines[20].startswith(
-        "srun --ntasks-per-node=1 env -u XDG_RUNTIME_DIR /usr/local/lib/gpu-job/bin/gpu-job-container --cdi-spec "
+        "srun --ntasks-per-node=1 --mpi=none env -u XDG_RUNTIME_DIR /usr/local/lib/gpu-job/bin/gpu-job-container --cdi-spec "
         "/etc/cdi/nvidia.yaml --nccl-conf /etc/nccl.conf --user-store /var/lib/gpucluster/containers/users podman run "
         "--rm --network=host --cgroups=disabled --init --env SLURM_JOB_ID ")
     assert "CUDA_VISIBLE_DEVICES" not in lines[20]
@@ -318,3 +318,14 @@ def test_sprio_priority_words_and_queue_position():
     assert _gpu_job.queue_position("12", pending) == 3  # after 11 (higher) and 10 (older, same priority)
     assert _gpu_job.queue_position("9", pending) == 4
     assert _gpu_job.queue_position("13", pending) is None
+
+
+def test_binding_limits_of_a_gpu_code_cover_typed_gpu_limits_and_het_ids_rank():
+    qos = {"grp_tres": {"gres/gpu": (None, 8), "gres/gpu:a100": (8, 8), "gres/gpu:h100": (8, 0)},
+           "grp_tres_run_mins": {"gres/gpu": (100, 90)}}
+    found = _gpu_job.binding_limits("QOSGrpGRES", qos, {"gres/gpu": "8", "gres/gpu:a100": "8"})
+    assert found == [("grp_tres", "gres/gpu:a100", 8, 8, "8")]
+    booked = _gpu_job.binding_limits("QOSGrpGRESRunMinutes", qos, {})
+    assert _gpu_job.limit_words("t", "QOSGrpGRESRunMinutes", booked) == [
+        "QOS t GrpTRESRunMins gres/gpu=100 (GPU-minutes the team's running jobs have booked): 90 booked"]
+    assert _gpu_job.queue_position("5", [("5", 1), ("123+0", 9), ("7_[1-3]", 1)]) == 2
