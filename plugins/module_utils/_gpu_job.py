@@ -537,8 +537,8 @@ def limit_words(qos, reason, limits):
     words = REASON_COUNTERS.get(reason, ("", None, ""))[2]
     lines = []
     for counter, name, limit, used, asked in limits:
-        line = "QOS %s %s %s=%s (%s): %s %s" % (qos, COUNTER_NAMES[counter], name, limit, words, used,
-                                                 COUNTER_USE[counter])
+        line = "QOS %s %s %s=%s (%s): %s %s" % (
+            qos, COUNTER_NAMES[counter], name, limit, words, used, COUNTER_USE[counter])
         if asked is not None:
             line += ", this job asks for %s" % asked
         lines.append(line)
