@@ -155,3 +155,14 @@ def test_the_fallback_for_slurms_max_switch_wait_is_the_slurm_roles_default():
     with open(os.path.join(ROOT, "roles", "user_tools", "vars", "main.yml")) as handle:
         fallback = yaml.safe_load(handle)["__user_tools_slurm_max_switch_wait"]
     assert fallback == "{{ slurm_max_switch_wait | default('%s') }}" % default
+
+
+def test_the_fallback_for_the_registrys_port_is_the_image_registry_roles_default():
+    """user_tools repeats image_registry_port's default (the site registry of short image names) for hosts whose
+    inventory does not set it: held equal here, as the max_switch_wait fallback is."""
+    import yaml
+    with open(os.path.join(ROOT, "roles", "image_registry", "defaults", "main.yml")) as handle:
+        default = yaml.safe_load(handle)["image_registry_port"]
+    with open(os.path.join(ROOT, "roles", "user_tools", "vars", "main.yml")) as handle:
+        fallback = yaml.safe_load(handle)["__user_tools_site_registry"]
+    assert "(image_registry_port | default(%d))" % default in fallback
