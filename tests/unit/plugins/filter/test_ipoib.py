@@ -266,9 +266,11 @@ def test_a_thousand_hosts_take_little_time():
     names = ["gpu%04d" % i for i in range(1, 2001)]
     hv = {n: {} for n in names}
     spec = [{"name": "ib0", "subnet": "10.20.0.0/16"}, {"name": "ib1", "subnet": "10.21.0.0/16", "offset": 4000}]
-    start = time.monotonic()
+    # CPU time of this process, not wall time: a loaded machine (make test runs the unit tests beside molecule)
+    # stretched the wall clock past the bound; a quadratic filter would not fit it in CPU seconds either.
+    start = time.process_time()
     result = ipoib_addresses(names, hv, spec)
-    assert time.monotonic() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert result["gpu2000"][1]["ip"] == "10.21.23.112"
 
 
@@ -376,7 +378,7 @@ def test_the_fabric_check_names_the_variable_it_reads():
 def test_the_fabric_check_stays_fast_on_two_thousand_hosts():
     names, hv = fabric(2000)
     hv["gpu1999"]["infiniband_ipoib_interfaces"] = [dict(RAIL0, mtu=4000), dict(RAIL1)]
-    start = time.monotonic()
+    start = time.process_time()  # CPU seconds, as above: the fresh-clone CI's wall clock read 3.2 s under load
     message = rail_error(names, hv)
-    assert time.monotonic() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert "mtu 65520 on gpu0001" not in message and "mtu 4000 on gpu1999 (1 host)" in message
