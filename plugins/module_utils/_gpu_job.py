@@ -402,7 +402,10 @@ def script(config, request):
              "#SBATCH --ntasks-per-node=1",
              "#SBATCH --gpus-per-node=%s" % quote(gres),
              "#SBATCH --time=%s" % quote(format_time(request["time_s"])),
-             "#SBATCH --output=%s" % quote(request["log_dir"] + "/%j.out")]
+             "#SBATCH --output=%s" % quote(request["log_dir"] + "/%j.out"),
+             # requeueable whatever the cluster's JobRequeue says: a job on a GPU that fails is run again elsewhere
+             # (the health check's Xid watcher requeues it, docs/xid-watch.md)
+             "#SBATCH --requeue"]
     if place["nodes"] > 1:
         lines.append("#SBATCH --exclusive")
         if config.get("topology"):

@@ -771,7 +771,7 @@ def evaluate(snapshot, config, level, source):
     for name, failure in sorted((snapshot.get("failures") or {}).items()):
         unreadable.append({"input": name, "detail": "rc %s: %s" % (failure.get("rc"),
                                                                    checks.first_line(failure.get("stderr")))})
-    gpus = [{key: g.get(key) for key in ("index", "bus_id", "uuid", "name", "serial", "vbios_version")}
+    gpus = [{key: g.get(key) for key in ("index", "minor_number", "bus_id", "uuid", "name", "serial", "vbios_version")}
             for g in ((snapshot.get("nvsmi") or {}).get("gpus") or [])]
     return {
         "status": checks.worst(findings),

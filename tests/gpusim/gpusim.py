@@ -2714,8 +2714,9 @@ class Changes(object):
         self.changes = []
         self.skipped = []
 
-    def write(self, path, content):
-        """Write a file when its content differs."""
+    def write(self, path, content, rotate=False):
+        """Write a file when its content differs; ``rotate``: as a new file renamed over the old one (the kernel log:
+        what follows it by position sees a log rotated, as logrotate's create does, never a file rewritten in place)."""
         try:
             with open(path) as handle:
                 if handle.read() == content:
@@ -2725,8 +2726,10 @@ class Changes(object):
         self.changes.append("write %s" % path)
         if not self.check:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as handle:
+            with open(path + ".new" if rotate else path, "w") as handle:
                 handle.write(content)
+            if rotate:
+                os.replace(path + ".new", path)
 
     def remove(self, path):
         """Remove a file, device node or directory tree."""
@@ -2853,7 +2856,7 @@ def run_setup(env, options):
         previous = None
     log_path = os.path.join(log_dir, "kern.log")
     if previous != fingerprint or not os.path.exists(log_path):
-        changes.write(log_path, render_kernel_log(node))
+        changes.write(log_path, render_kernel_log(node), rotate=True)
         changes.write(state_path, json.dumps({"fingerprint": fingerprint, "hostname": node.hostname}) + "\n")
     report = {"changed": bool(changes.changes), "changes": changes.changes, "skipped": changes.skipped,
               "check": changes.check}

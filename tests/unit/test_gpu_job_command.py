@@ -89,10 +89,10 @@ def test_submit_sends_exactly_the_dry_run_script(env):
     rc, dry, err, calls = _run(env, *SUBMIT, "--gpus", "8", "--dataset", "imagenet", "--time", "4h", "--dry-run")
     assert (rc, err, calls) == (0, "", [])
     lines = dry.splitlines()
-    assert lines[2:11] == ["#SBATCH --job-name=my-training", "#SBATCH --account=training", "#SBATCH --qos=training",
+    assert lines[2:12] == ["#SBATCH --job-name=my-training", "#SBATCH --account=training", "#SBATCH --qos=training",
                            "#SBATCH --partition=a100", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
                            "#SBATCH --gpus-per-node=a100:8", "#SBATCH --time=04:00:00",
-                           "#SBATCH --output=%s/logs/%%j.out" % env["tmp"]]
+                           "#SBATCH --output=%s/logs/%%j.out" % env["tmp"], "#SBATCH --requeue"]
     assert " --volume /data/imagenet:/data/imagenet:ro " in lines[-1]
     assert lines[-1].endswith(" pytorch:2.4 sh -c 'python train.py'")
     rc, out, err, calls = _run(env, *SUBMIT, "--gpus", "8", "--dataset", "imagenet", "--time", "4h")

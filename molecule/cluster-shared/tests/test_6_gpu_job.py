@@ -21,39 +21,15 @@ import shlex
 import pytest
 
 from conftest import ROOT, _wait
+from gpu_jobs import DATASET, IMAGE, USER_STORES, USERS, as_user, job_id, load_image, sacct
 
 pytestmark = pytest.mark.release("debian13")
 
-IMAGE = "localhost/gpujob-test:1"
-DATASET = "/srv/datasets/imagenet"
-USERS = ("alice", "bob")
 HELPER = "/usr/local/lib/gpu-job/bin/gpu-job-container"
-USER_STORES = "/var/lib/gpucluster/containers/users"
 SITE_STORE = "/var/lib/gpucluster/containers/site"
 USER_TOOLS = os.path.join(ROOT, "playbooks", "user_tools.yml")
 # What a site's nccl role writes (Debian 13's cluster runs no nccl role): the container must get this file.
 NCCL_CONF = "NCCL_DEBUG=WARN  # test_6_gpu_job\n"
-# A small image from the node's own programs and their libraries: sh, sleep, ls, touch, cat and env; no ldconfig and
-# no /etc/ld.so.conf, as in many images (the spec's hook runs the node's ldconfig on the container's root).
-BUILD_IMAGE = r"""
-set -eu
-root=$(mktemp -d)
-mkdir -p "$root/bin"
-for prog in dash sleep ls touch cat env; do
-    path=$(command -v "$prog")
-    cp -L "$path" "$root/bin/$prog"
-    for lib in $(ldd "$path" | grep -o '/[^ ]*'); do
-        mkdir -p "$root$(dirname "$lib")"
-        cp -L "$lib" "$root$lib"
-    done
-done
-ln -s dash "$root/bin/sh"
-tar -C "$root" -cf /var/tmp/gpujob-image.tar .
-chmod 0644 /var/tmp/gpujob-image.tar
-rm -rf "$root"
-mkdir -p {dataset}
-echo data > {dataset}/train-00000
-""".format(dataset=DATASET)
 # Inside the container: its GPU device nodes, verbs devices, NCCL config, loader config, cgroup and the dataset.
 PROBE = ("echo DEVICES $(cd /dev && echo nvidia*); echo VERBS $(cd /dev/infiniband && echo uverbs*); "
          "echo NCCL $(cat /etc/nccl.conf); echo LIBCUDA $(cd /usr/lib/x86_64-linux-gnu/nvidia/current && echo libcuda.so.*);"
@@ -61,55 +37,10 @@ PROBE = ("echo DEVICES $(cd /dev && echo nvidia*); echo VERBS $(cd /dev/infiniba
          " else echo DATASET=read-only; fi; sleep 45" % (DATASET, DATASET))
 
 
-def as_user(host, user, command):
-    """Run ``command`` in ``user``'s login shell on ``host``; return the testinfra result."""
-    return host.run("su - %s -c %s" % (user, shlex.quote(command)))
-
-
-def job_id(result):
-    assert result.rc == 0, result.stdout + result.stderr
-    found = re.match(r"submitted job (\d+): ", result.stdout)
-    assert found, result.stdout
-    return found.group(1)
-
-
-def sacct(ctl, job, fields):
-    out = ctl.check_output("sacct -n -P -X -j %s -o %s" % (job, fields))
-    return out.strip().split("|") if out.strip() else []
-
-
-# Each user's rootless podman state starts empty (a rerun on a kept cluster): no podman process of the user left, an
-# empty store (the directory the user_tools role made for the user on node-local disk), no runtime directory. The log
-# directory stands in for a shared home directory.
-RESET_USER = r"""
-set -eu
-uid=$(id -u {user})
-for proc in /proc/[0-9]*; do
-    [ "$(stat -c %u "$proc" 2>/dev/null)" = "$uid" ] && kill -9 "${{proc#/proc/}}" 2>/dev/null || true
-done
-rm -rf /home/{user}/.local/share/containers /home/{user}/.config/containers "/tmp/storage-run-$uid" "/tmp/podman-run-$uid"
-find {store}/$uid -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +
-install -d -o {user} -g {user} -m 0750 /home/{user}/gpu-job-logs
-"""
-
-
 @pytest.fixture(scope="module")
 def nodes(scenario, ctl):
-    """Each GPU node with the dataset and the test image in every user's rootless store. The image is loaded the
-    way a user without a registry loads one: in a job on the node (`srun ... podman import`), where gpu-job's jobs
-    run podman (a store first used in a login session would remember that session's runtime directory, which a job
-    does not have)."""
-    for name in scenario.compute:
-        node = scenario.host(name)
-        node.check_output(BUILD_IMAGE)
-        for user in USERS:
-            node.check_output(RESET_USER.format(user=user, store=USER_STORES))
-    for name in scenario.compute:
-        for user in USERS:
-            result = as_user(ctl, user, "srun --nodelist=%s --time=2 env -u XDG_RUNTIME_DIR podman import -q "
-                             "/var/tmp/gpujob-image.tar %s" % (name, IMAGE))
-            assert result.rc == 0, (name, user, result.stdout, result.stderr)
-    return scenario.compute
+    """Each GPU node with the dataset and the test image in every user's rootless store."""
+    return load_image(scenario, ctl, scenario.compute)
 
 
 def hold_first_gpus(scenario, ctl):

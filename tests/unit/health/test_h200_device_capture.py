@@ -95,7 +95,7 @@ def test_replay_gives_the_live_verdict(tmp_path, level):
     assert (rc, result["status"], result["exit_code"]) == (exit_code, status, exit_code)
     assert codes(result) == findings
     assert result["unreadable"] == unreadable
-    assert result["gpus"] == [GPU] and result["driver_version"] == "580.159.04"
+    assert result["gpus"] == [dict(GPU, minor_number=0)] and result["driver_version"] == "580.159.04"
     assert result["missing_inputs"] == [] and result["notes"] == [IB_NOTE] and result["tool_calls"] == 0
     assert result["node"] == "h200-device" and result["level"] == level
 

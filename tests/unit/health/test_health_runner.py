@@ -105,7 +105,8 @@ def test_result_gpus_carry_serial_and_vbios_for_the_rma_list(tmp_path):
     assert [(g["serial"], g["vbios_version"]) for g in result["gpus"]] == [
         (g["serial"], g["vbios_version"]) for g in parsed]
     assert all(g["serial"] and g["vbios_version"] == "96.00.99.00.01" for g in result["gpus"])
-    assert sorted(result["gpus"][0]) == ["bus_id", "index", "name", "serial", "uuid", "vbios_version"]
+    assert sorted(result["gpus"][0]) == [
+        "bus_id", "index", "minor_number", "name", "serial", "uuid", "vbios_version"]
 
 
 def test_replay_of_a_missing_directory_is_an_error():

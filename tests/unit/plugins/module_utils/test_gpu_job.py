@@ -182,14 +182,14 @@ def _script(config, placement, **request):
 
 def test_the_script_one_node():
     lines = _script(CONFIG, _gpu_job.fit(CONFIG, 8, _team("research")))
-    assert lines[:11] == [
+    assert lines[:12] == [
         "#!/bin/bash", "# Written by gpu-job (gpucluster.ops); what sbatch receives.",
         "#SBATCH --job-name=my-training", "#SBATCH --account=research", "#SBATCH --qos=research",
         "#SBATCH --partition=a100", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
         "#SBATCH --gpus-per-node=a100:8", "#SBATCH --time=04:00:00",
-        "#SBATCH --output=/home/chen/gpu-job-logs/%j.out"]
+        "#SBATCH --output=/home/chen/gpu-job-logs/%j.out", "#SBATCH --requeue"]
     assert not [line for line in lines if "--switches" in line or "--exclusive" in line]
-    assert lines[11:20] == [
+    assert lines[12:21] == [
         "set -euo pipefail", "if ! command -v podman >/dev/null 2>&1; then",
         "  echo \"gpu-job: the container runtime podman is not installed on $(hostname); the job does not run outside"
         " a container\" >&2", "  exit 127", "fi",
@@ -198,21 +198,21 @@ def test_the_script_one_node():
         " (the user_tools role installs it)\" >&2", "  exit 127", "fi"]
     # the helper adds the allocated GPUs' devices on each node; the container stays in the step's cgroup, with an init
     # that passes scancel's signals on; Slurm's CUDA_VISIBLE_DEVICES is not passed (the container sees only its GPUs)
-    assert lines[20].startswith(
+    assert lines[21].startswith(
         "srun --ntasks-per-node=1 --mpi=none env -u XDG_RUNTIME_DIR /usr/local/lib/gpu-job/bin/gpu-job-container --cdi-spec "
         "/etc/cdi/nvidia.yaml --nccl-conf /etc/nccl.conf --user-store /var/lib/gpucluster/containers/users podman run "
         "--rm --network=host --cgroups=disabled --init --env SLURM_JOB_ID ")
-    assert "CUDA_VISIBLE_DEVICES" not in lines[20]
-    assert lines[20].endswith(" --volume /data/imagenet:/data/imagenet:ro --volume '/home/chen/my project:/home/chen/"
+    assert "CUDA_VISIBLE_DEVICES" not in lines[21]
+    assert lines[21].endswith(" --volume /data/imagenet:/data/imagenet:ro --volume '/home/chen/my project:/home/chen/"
                               "my project' --workdir '/home/chen/my project' pytorch:2.4 sh -c 'python train.py --lr "
                               "'\"'\"'0.1'\"'\"''")
-    assert len(lines) == 21
+    assert len(lines) == 22
 
 
 def test_the_script_multi_node_takes_whole_nodes_under_one_switch():
     lines = _script(CONFIG, _gpu_job.fit(CONFIG, 16, _team("research")), dataset=None)
     assert "#SBATCH --nodes=2" in lines and "#SBATCH --gpus-per-node=a100:8" in lines
-    assert lines[11:13] == ["#SBATCH --exclusive", "#SBATCH --switches=1@00:30:00"]
+    assert lines[12:14] == ["#SBATCH --exclusive", "#SBATCH --switches=1@00:30:00"]
     assert ":ro" not in lines[-1]
     flat = _config(topology=False, runtime_args=["--device", "nvidia.com/gpu=all"])
     lines = _script(flat, _gpu_job.fit(flat, 16, _team("research")))
