@@ -135,7 +135,7 @@ def devices_by_minor(spec):
     return found
 
 
-def _gres_records(text):
+def gres_records(text):
     """gres.conf records as dicts (lower-case keys), one per line, ``#`` comments and line continuations removed."""
     records = []
     for line in re.sub(r"\\\n", " ", text).splitlines():
@@ -154,7 +154,7 @@ def gres_gpu_files(text, node):
     """The device files of ``node``'s GPUs in gres.conf order (Slurm's GRES index is the position in this list).
     Records with ``NodeName=`` apply to the nodes it names; records without it to every node."""
     files = []
-    for record in _gres_records(text):
+    for record in gres_records(text):
         if record.get("name") != "gpu" or not record.get("file"):
             continue
         names = record.get("nodename")

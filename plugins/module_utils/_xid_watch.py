@@ -41,7 +41,7 @@ import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
 from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
-from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import GPU_NODE_RE, gres_gpu_files
+from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import GPU_NODE_RE, gres_records, gres_gpu_files
 from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import normalize_bus_id
 
@@ -51,11 +51,18 @@ ACTIONS_KEPT = 50
 # A job that ended this long before the fault's stamp did not run into it.
 END_SLACK_S = 5
 # The states of a job that still holds the node's GPUs, and those of one that ended because of the fault.
-HOLDING_STATES = ("RUNNING", "SUSPENDED", "COMPLETING")
+HOLDING_STATES = ("RUNNING", "SUSPENDED")
 FAILED_STATES = ("FAILED", "NODE_FAIL")
+# A job still completing cannot be requeued (Slurm: "Job is in transition state"): looked at again once it is not.
+COMPLETING = "COMPLETING"
+COMMENT_MAX = 1000
+# Lines of a GPU the watcher acted on this recently do not act again (an Xid storm); the node is drained by then.
+COOLDOWN_S = 120
 COMMENT_PREFIX = "gpucluster-xid-watch:"
-# Where a node's gres.conf is: beside slurm.conf, or where a configless slurmd keeps what slurmctld sent it.
-GRES_CONF_PATHS = ("/etc/slurm/gres.conf", "/run/slurm/conf/gres.conf")
+# Where a node's gres.conf is: where a configless slurmd keeps what slurmctld sent it (/run/slurm/conf on Slurm 23.02+,
+# <SlurmdSpoolDir>/conf-cache with Debian's SlurmdSpoolDir on 22.05), else beside slurm.conf. The role passes the
+# one it knows (--gres-conf).
+GRES_CONF_PATHS = ("/run/slurm/conf/gres.conf", "/var/lib/slurm/slurmd/conf-cache/gres.conf", "/etc/slurm/gres.conf")
 _READ_CHUNK = 1 << 20
 
 
@@ -63,7 +70,7 @@ _READ_CHUNK = 1 << 20
 
 def new_state(source):
     return {"version": STATE_VERSION, "source": source, "inode": None, "offset": None, "cursor": None,
-            "gpu_minors": {}, "actions": []}
+            "gpu_minors": {}, "acted": {}, "actions": []}
 
 
 def load_state(path, source):
@@ -78,8 +85,9 @@ def load_state(path, source):
         return new_state(source)
     fresh = new_state(source)
     fresh.update({k: state[k] for k in fresh if k in state})
-    if not isinstance(fresh["gpu_minors"], dict) or not isinstance(fresh["actions"], list):
-        fresh["gpu_minors"], fresh["actions"] = {}, []
+    if not isinstance(fresh["gpu_minors"], dict) or not isinstance(fresh["acted"], dict) \
+            or not isinstance(fresh["actions"], list):
+        fresh["gpu_minors"], fresh["acted"], fresh["actions"] = {}, {}, []
     return fresh
 
 
@@ -93,70 +101,98 @@ class FileFollower:
     """New complete lines of a log file across rotation (create or copytruncate) and restarts.
 
     ``state`` holds ``inode`` and ``offset``: the position after the last complete line handed out. ``offset`` None:
-    start at the end of the file as it is now."""
+    start at the end of the file as it is now (a file that does not exist yet is read from its start once it does)."""
 
     def __init__(self, path, state):
         self.path = path
         self.state = state
         self.handle = None
         self.inode = None
+        self.notes = []
 
     def _open(self):
         """Open the path; where it is the saved file, at the saved offset; a file cut shorter from its start; a new
-        file (another inode: rotated while the watcher was down) from its start; no saved position: at its end."""
+        file (another inode: rotated while the watcher was down) from its start, after the rest of the saved file
+        where logrotate left it beside (``<path>.1``); no saved position: at its end. Returns the lines of the saved
+        file's rest, or ``None`` when the path cannot be opened."""
         try:
             handle = open(self.path, "rb")  # pylint: disable=consider-using-with
         except (IOError, OSError):
-            return False
+            if self.state.get("offset") is None:
+                self.state.update({"inode": None, "offset": 0})   # created later: all of it is new
+            return None
         info = os.fstat(handle.fileno())
-        offset = self.state.get("offset")
+        offset, rest = self.state.get("offset"), []
         if offset is None:
             offset = info.st_size
-        elif self.state.get("inode") != info.st_ino or info.st_size < offset:
+        elif self.state.get("inode") is not None and self.state["inode"] != info.st_ino:
+            rest = self._rotated_rest(offset)
+            offset = 0
+        elif info.st_size < offset:
             offset = 0
         handle.seek(offset)
         self.handle, self.inode = handle, info.st_ino
         self.state.update({"inode": info.st_ino, "offset": offset})
-        return True
+        return rest
 
-    def _read_complete(self):
-        """The complete lines after the offset (a line still being written waits for its newline)."""
+    def _rotated_rest(self, offset):
+        """The lines after ``offset`` of the saved file, where logrotate renamed it to ``<path>.1``."""
+        try:
+            with open(self.path + ".1", "rb") as old:
+                if os.fstat(old.fileno()).st_ino != self.state["inode"]:
+                    return []
+                old.seek(offset)
+                data = old.read()
+        except (IOError, OSError):
+            return []
+        return _lines(data, final=True)
+
+    def _read_complete(self, final=False):
+        """The complete lines after the offset (a line still being written waits for its newline; ``final``: the
+        file will not grow, its last line counts without one)."""
         self.handle.seek(self.state["offset"])
         data = self.handle.read(_READ_CHUNK)
         end = data.rfind(b"\n")
+        if final and data and end < len(data) - 1 and len(data) < _READ_CHUNK:
+            self.state["offset"] += len(data)
+            return _lines(data, final=True)
         if end < 0:
             if len(data) >= _READ_CHUNK:  # one line longer than a chunk: skip it rather than stall on it
                 self.state["offset"] += len(data)
             return []
         self.state["offset"] += end + 1
-        return data[:end].decode("utf-8", "replace").split("\n")
+        return _lines(data[:end + 1])
 
     def read(self):
         """Every new complete line since the last call (``[]`` when there are none or the file is missing)."""
-        if self.handle is None and not self._open():
-            return []
-        lines = self._drain()
+        lines = []
+        if self.handle is None:
+            rest = self._open()
+            if rest is None:
+                return []
+            lines += rest
+        lines += self._drain()
         try:
             info = os.stat(self.path)
         except (IOError, OSError):
             return lines    # rotated away and not yet created again: keep the old file until the new one is there
         current = os.fstat(self.handle.fileno())
         if info.st_ino != self.inode:
-            lines += self._drain()          # what was written to the old file before it was replaced
+            lines += self._drain(final=True)    # what was written to the old file before it was replaced
             self.handle.close()
             self.handle = None
             self.state.update({"inode": None, "offset": 0})
-            if self._open():
+            if self._open() is not None:
                 lines += self._drain()
         elif current.st_size < self.state["offset"]:
             self.state["offset"] = 0        # truncated in place (copytruncate)
             lines += self._drain()
         return lines
 
-    def _drain(self):
+    def _drain(self, final=False):
         lines = []
         while True:
-            chunk = self._read_complete()
+            chunk = self._read_complete(final)
             if not chunk:
                 return lines
             lines += chunk
@@ -168,6 +204,17 @@ class FileFollower:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+def _lines(data, final=False):
+    """Bytes of whole lines as text lines (``final``: a last line without its newline counts too)."""
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif not final:
+        lines.pop()
+    return lines
 
 
 # -- following the journal -------------------------------------------------------------------------------------------
@@ -200,29 +247,58 @@ def journal_line(text, host="localhost"):
 
 
 class JournalFollower:
-    """New kernel messages from ``journalctl -k -f -o json``; ``state["cursor"]`` is the last one handed out."""
+    """New kernel messages from ``journalctl -k -f -o json``; ``state["cursor"]`` is the last one handed out. Without
+    a saved cursor it starts after the newest kernel message there is (so that a restart before the next one still
+    goes on from there). What journalctl says that is not a record, and its exits, go to ``notes``; a journalctl
+    that exits is started again at most every ``RESPAWN_S`` seconds."""
+
+    RESPAWN_S = 10.0
 
     def __init__(self, state, journalctl="journalctl"):
         self.state = state
         self.journalctl = journalctl
         self.proc = None
         self.buffer = b""
+        self.notes = []
+        self.started = None
 
     def _start(self):
+        if self.started is not None and time.monotonic() - self.started < self.RESPAWN_S:
+            return
+        self.started = time.monotonic()
+        if not self.state.get("cursor"):
+            self.state["cursor"] = self._newest_cursor()
         try:
             self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
                 journal_argv(self.journalctl, self.state.get("cursor")), stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL)
-        except OSError:
+                stderr=subprocess.STDOUT)
+        except OSError as error:
+            self.notes.append("cannot run %s: %s" % (self.journalctl, error))
             self.proc = None
+
+    def _newest_cursor(self):
+        try:
+            done = subprocess.run([self.journalctl, "-k", "-n", "1", "-o", "json", "--no-pager"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            self.notes.append("cannot run %s: %s" % (self.journalctl, error))
+            return None
+        cursors = [journal_line(line)[0] for line in done.stdout.decode("utf-8", "replace").splitlines()]
+        return next((c for c in reversed(cursors) if c), None)
 
     def read(self):
         """The lines journalctl has printed since the last call."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is not None and self.proc.poll() is not None:
+            self._collect()
+            self.notes.append("%s exited with %s; starting it again" % (self.journalctl, self.proc.returncode))
             self.close()
+        if self.proc is None:
             self._start()
             if self.proc is None:
                 return []
+        return self._collect()
+
+    def _collect(self):
         while self._ready(0):
             chunk = os.read(self.proc.stdout.fileno(), _READ_CHUNK)
             if not chunk:
@@ -231,9 +307,13 @@ class JournalFollower:
         *complete, self.buffer = self.buffer.split(b"\n")
         lines = []
         for raw in complete:
-            cursor, line = journal_line(raw.decode("utf-8", "replace"))
-            if cursor is not None:
-                self.state["cursor"] = cursor
+            text = raw.decode("utf-8", "replace")
+            cursor, line = journal_line(text)
+            if cursor is None:
+                if text.strip():
+                    self.notes.append("%s: %s" % (self.journalctl, text.strip()[:300]))
+                continue
+            self.state["cursor"] = cursor
             if line is not None:
                 lines.append(line)
         return lines
@@ -256,6 +336,8 @@ class JournalFollower:
                     self.proc.wait(5)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
+                    self.proc.wait()
+            self.proc.stdout.close()
             self.proc = None
         self.buffer = b""
 
@@ -304,21 +386,35 @@ def gres_conf_path(candidates=GRES_CONF_PATHS):
 
 
 def gres_index(gres_text, node, minor):
-    """Slurm's GRES index of ``/dev/nvidia<minor>`` on ``node`` (its place among gres.conf's GPU files); ``None``
-    where gres.conf names no GPU files for the node (AutoDetect) or not this one."""
-    files = [f for f in gres_gpu_files(gres_text or "", node) if GPU_NODE_RE.match(f)]
-    path = "/dev/nvidia%d" % minor
-    return files.index(path) if path in files else None
+    """``(index, None)``: Slurm's GRES index of ``/dev/nvidia<minor>`` on ``node``, its place among gres.conf's GPU
+    files; ``(None, why)`` where that cannot be told for sure: gres.conf detects the GPUs (``AutoDetect``, where
+    slurmd orders them itself), has MIG or other multi-file GPUs (``MultipleFiles``), names them out of minor order,
+    or does not name this one."""
+    records = [r for r in gres_records(gres_text or "") if not r.get("nodename") or node in expand(r["nodename"])]
+    autodetect = [r["autodetect"] for r in records if r.get("autodetect", "off").lower() not in ("off", "")]
+    if autodetect:
+        return None, "gres.conf detects the GPUs (AutoDetect=%s): slurmd orders them itself" % autodetect[0]
+    if any(r.get("multiplefiles") for r in records if r.get("name") == "gpu"):
+        return None, "gres.conf has GPUs with MultipleFiles= (MIG): a GRES index is not a whole GPU"
+    files = gres_gpu_files(gres_text or "", node)
+    minors = [int(GPU_NODE_RE.match(f).group(1)) if GPU_NODE_RE.match(f) else None for f in files]
+    if None in minors or minors != sorted(minors):
+        return None, "gres.conf names the GPU files of %s out of minor order (%s)" % (node, ", ".join(files))
+    if minor not in minors:
+        return None, "/dev/nvidia%d is not among gres.conf's GPU files for %s" % (minor, node)
+    return minors.index(minor), None
 
 
 _RECORD_KEY_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 _NODE_GRES_RE = re.compile(r"(?:^| )Nodes=(?P<nodes>\S+) CPU_IDs=\S+ Mem=\S+ GRES=(?P<gres>\S*)")
-_IDX_RE = re.compile(r"\(IDX:(?P<idx>[0-9,\-]*)\)")
+# The GPU entries of a detail GRES field (``gpu:a100:2(IDX:0-1),nic:1(IDX:0)``): other GRES have indexes of their own.
+_GPU_IDX_RE = re.compile(r"(?:^|\),|,)gpu(?=[:(])[^(,]*\(IDX:(?P<idx>[0-9,\-]*)\)")
 
 
 def parse_job(line):
-    """One line of ``scontrol -o -d show job``: ``{"id", "state", "requeue", "batch", "end", "gres": {node: {idx}}}``
-    (``gres``: the GPU indexes of the job on each node, from the detail fields ``Nodes=... GRES=gpu:x:2(IDX:0-1)``)."""
+    """One line of ``scontrol -o -d show job``: ``{"id", "target", "state", "requeue", "batch", "end", "comment",
+    "gres": {node: {idx}}}``. ``gres``: the GPU indexes of the job on each node, from the detail fields ``Nodes=...
+    GRES=gpu:x:2(IDX:0-1)``; ``target``: what ``scontrol requeue`` takes, the leader of a heterogeneous job."""
     fields = {}
     for part in _RECORD_KEY_RE.split(line.strip()):
         key, sep, value = part.partition("=")
@@ -327,14 +423,26 @@ def parse_job(line):
     gres = {}
     for match in _NODE_GRES_RE.finditer(line):
         indexes = set()
-        for idx in _IDX_RE.finditer(match.group("gres")):
+        for idx in _GPU_IDX_RE.finditer(match.group("gres")):
             indexes |= set(_ranges(idx.group("idx")))
         for node in expand(match.group("nodes")):
             gres.setdefault(node, set()).update(indexes)
-    return {"id": fields.get("JobId"), "name": fields.get("JobName"), "user": fields.get("UserId", "").split("(")[0],
+    comment = fields.get("Comment")
+    return {"id": fields.get("JobId"), "target": fields.get("HetJobId") or fields.get("JobId"),
+            "name": fields.get("JobName"), "user": fields.get("UserId", "").split("(")[0],
             "state": fields.get("JobState", ""), "requeue": fields.get("Requeue") == "1",
-            "batch": fields.get("BatchFlag") == "1", "end": fields.get("EndTime"), "comment": fields.get("Comment"),
-            "gres": gres}
+            "batch": fields.get("BatchFlag") == "1", "end": fields.get("EndTime"),
+            "comment": None if comment in (None, "(null)") else comment, "gres": gres}
+
+
+def comment_for(job, text, limit=COMMENT_MAX):
+    """Our note first, then the job's own comment (kept, cut where the whole would pass ``limit``); a note of ours
+    from an earlier fault is replaced."""
+    own = job.get("comment") or ""
+    if own.startswith(COMMENT_PREFIX):
+        own = own.split(" | ", 1)[1] if " | " in own else ""
+    whole = "%s | %s" % (text, own) if own else text
+    return whole[:limit]
 
 
 def _ranges(text):
@@ -354,19 +462,25 @@ def _epoch(slurm_time):
 
 def plan(jobs, node, failed, fault_epoch):
     """What to do with each job on ``node`` whose GPUs include a ``failed`` GRES index:
-    ``[(job, "requeue" | "tell", why)]``; jobs on the node's other GPUs are not listed."""
-    decided = []
+    ``[(job, "requeue" | "tell" | "wait", why)]`` (``wait``: still completing, to be looked at again), one entry per
+    job Slurm requeues (the components of a heterogeneous job are one); jobs on the node's other GPUs are not listed."""
+    decided, seen = [], set()
     for job in jobs:
         on_failed = sorted((job["gres"].get(node) or set()) & set(failed))
-        if not on_failed:
+        if not on_failed or job["target"] in seen:
             continue
         state = job["state"].split()[0] if job["state"] else ""
         if state in FAILED_STATES:
             end = _epoch(job["end"])
             if end is None or fault_epoch is None or end < fault_epoch - END_SLACK_S:
                 continue
+        elif state == COMPLETING:
+            seen.add(job["target"])
+            decided.append((job, "wait", "it is completing"))
+            continue
         elif state not in HOLDING_STATES:
             continue
+        seen.add(job["target"])
         if not job["batch"]:
             decided.append((job, "tell", "an interactive job (srun/salloc) cannot be requeued"))
         elif not job["requeue"]:
@@ -374,3 +488,9 @@ def plan(jobs, node, failed, fault_epoch):
         else:
             decided.append((job, "requeue", "on GPU index %s" % ",".join(str(i) for i in on_failed)))
     return decided
+
+
+def fresh_events(events, acted, now, cooldown_s=COOLDOWN_S):
+    """The events of GPUs not acted on within ``cooldown_s`` (``acted``: ``{bus_id: epoch}`` of the last action per
+    GPU, from the state file); an event that names no GPU always counts."""
+    return [e for e in events if not e.get("bus_id") or now - (acted.get(e["bus_id"]) or 0) >= cooldown_s]

@@ -41,6 +41,8 @@ elif args[:2] == ["show", "node"]:
     print("NodeName=gpu01 Arch=x86_64 State=%%s Reason=x [root@2026-12-07T08:40:02]" %% state["node_state"])
 elif args[:4] == ["-o", "-d", "show", "job"]:
     print(state["jobs"][args[4]])
+elif args[0] == "requeue" and os.environ.get("FAIL_REQUEUE"):
+    sys.exit("scontrol: error: Job is in transition state")
 elif args[0] in ("update", "requeue"):
     pass
 else:
@@ -64,11 +66,11 @@ def setup(tmp_path, drain=True):
         "state_file": str(tmp_path / "state.json")}))
 
 
-def watch(tmp_path, *extra):
+def watch(tmp_path, *extra, env=None):
     argv = [sys.executable, WATCH, "--config", str(tmp_path / "health.json"), "--once",
             "--health-program", str(tmp_path / "health"), "--gres-conf", str(tmp_path / "gres.conf"),
             "--scontrol", str(tmp_path / "scontrol"), "--squeue", str(tmp_path / "squeue")] + list(extra)
-    done = subprocess.run(argv, env=dict(os.environ, FAKE_DIR=str(tmp_path)), stdout=subprocess.PIPE,
+    done = subprocess.run(argv, env=dict(os.environ, FAKE_DIR=str(tmp_path), **(env or {})), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, check=False, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -129,3 +131,16 @@ def test_no_requeue_tells_the_jobs_only(tmp_path):
     made = calls(tmp_path)
     assert not [c for c in made if c[:2] == ["scontrol", "requeue"]]
     assert [c[2] for c in made if c[:2] == ["scontrol", "update"]] == ["jobid=3", "jobid=5"]
+
+
+def test_a_failed_requeue_is_said_in_the_comment_not_hidden(tmp_path):
+    setup(tmp_path)
+    watch(tmp_path)
+    with open(tmp_path / "kern.log", "a") as handle:
+        handle.write(XID79)
+    out = watch(tmp_path, env={"FAIL_REQUEUE": "1"})
+    comments = {c[2]: c[3] for c in calls(tmp_path) if c[:2] == ["scontrol", "update"]}
+    assert "not requeued (scontrol requeue: scontrol: error: Job is in transition state)" in comments["jobid=3"]
+    action = state(tmp_path)["actions"][-1]
+    assert action["requeued"] == [] and action["told"] == ["3", "5"] and action["problems"], action
+    assert "job 3 (alice): not requeued" in out
