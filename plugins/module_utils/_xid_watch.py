@@ -269,7 +269,7 @@ class JournalFollower:
         if not self.state.get("cursor"):
             self.state["cursor"] = self._newest_cursor()
         try:
-            self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+            self.proc = subprocess.Popen(  # pylint: disable=consider-using-with,ansible-bad-function
                 journal_argv(self.journalctl, self.state.get("cursor")), stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT)
         except OSError as error:
@@ -278,8 +278,9 @@ class JournalFollower:
 
     def _newest_cursor(self):
         try:
-            done = subprocess.run([self.journalctl, "-k", "-n", "1", "-o", "json", "--no-pager"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
+            done = subprocess.run(  # pylint: disable=ansible-bad-function
+                [self.journalctl, "-k", "-n", "1", "-o", "json", "--no-pager"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:
             self.notes.append("cannot run %s: %s" % (self.journalctl, error))
             return None
