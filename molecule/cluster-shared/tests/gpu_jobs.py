@@ -43,6 +43,18 @@ def job_id(result):
     return found.group(1)
 
 
+def allocated(ctl, job):
+    """The GRES indices Slurm allocated to the job (scontrol show job -d: GRES=gpu:h100:2(IDX:1-2))."""
+    out = ctl.check_output("scontrol show job -d %s" % job)
+    found = re.search(r"GRES=gpu:[^ ]*\(IDX:([0-9,-]+)\)", out)
+    assert found, out
+    indices = []
+    for part in found.group(1).split(","):
+        low, _sep, high = part.partition("-")
+        indices += list(range(int(low), int(high or low) + 1))
+    return indices
+
+
 def sacct(ctl, job, fields):
     out = ctl.check_output("sacct -n -P -X -j %s -o %s" % (job, fields))
     return out.strip().split("|") if out.strip() else []

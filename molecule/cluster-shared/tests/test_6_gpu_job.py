@@ -21,7 +21,7 @@ import shlex
 import pytest
 
 from conftest import ROOT, _wait
-from gpu_jobs import DATASET, IMAGE, USER_STORES, USERS, as_user, job_id, load_image, sacct
+from gpu_jobs import DATASET, IMAGE, USER_STORES, USERS, allocated, as_user, job_id, load_image, sacct
 
 pytestmark = pytest.mark.release("debian13")
 
@@ -64,18 +64,6 @@ def release(ctl, jobs):
         _wait("holder %s ended" % job,
               lambda job=job: ((sacct(ctl, job, "State") + [""])[0].startswith("CANCELLED"), sacct(ctl, job, "State")),
               timeout=60)
-
-
-def allocated(ctl, job):
-    """The GRES indices Slurm allocated to the job (scontrol show job -d: GRES=gpu:h100:2(IDX:1-2))."""
-    out = ctl.check_output("scontrol show job -d %s" % job)
-    found = re.search(r"GRES=gpu:[^ ]*\(IDX:([0-9,-]+)\)", out)
-    assert found, out
-    indices = []
-    for part in found.group(1).split(","):
-        low, _sep, high = part.partition("-")
-        indices += list(range(int(low), int(high or low) + 1))
-    return indices
 
 
 def unified(cgroup):

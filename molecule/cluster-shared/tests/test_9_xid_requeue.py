@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import _wait, node_records, set_faults
-from gpu_jobs import IMAGE, as_user, job_id, load_image, sacct
+from gpu_jobs import IMAGE, allocated, as_user, job_id, load_image, sacct
 
 pytestmark = pytest.mark.release("debian13")
 SPARE_IN_SLURM = True
@@ -32,18 +32,6 @@ def nodes(scenario, ctl, spare_added):
     assert first in scenario.compute and spare_added != first
     load_image(scenario, ctl, [first, spare_added])
     return first, spare_added
-
-
-def gres_indices(ctl, job):
-    """The job's GRES indices (scontrol -d: GRES=gpu:a100:2(IDX:0-1))."""
-    out = ctl.check_output("scontrol -o -d show job %s" % job)
-    found = re.search(r" GRES=gpu:[^ ]*\(IDX:([0-9,-]+)\)", out)
-    assert found, out
-    indices = []
-    for part in found.group(1).split(","):
-        low, _sep, high = part.partition("-")
-        indices += list(range(int(low), int(high or low) + 1))
-    return indices
 
 
 def job_field(ctl, job, field):
@@ -73,7 +61,7 @@ def test_an_xid_79_requeues_the_job_on_that_gpu_and_only_that_job(scenario, ctl,
     _wait("job %s running" % neighbour, lambda: (sacct(ctl, neighbour, "State")[:1] == ["RUNNING"],
                                                  sacct(ctl, neighbour, "State")))
     # gres.conf's File= order is the minor number and nvidia-smi's index here: GRES index n is GPU n
-    assert gres_indices(ctl, survivor) == [0, 1] and gres_indices(ctl, neighbour) == [2, 3, 4, 5]
+    assert allocated(ctl, survivor) == [0, 1] and allocated(ctl, neighbour) == [2, 3, 4, 5]
     ctl.check_output("scontrol update nodename=%s state=resume" % ",".join(others))
 
     set_faults(scenario, first, [{"name": "xid_error", "gpu": 1, "value": 79}])
