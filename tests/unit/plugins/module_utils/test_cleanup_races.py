@@ -8,6 +8,7 @@ import ctypes.util
 import errno
 import os
 import pwd
+import select
 import shutil
 import tempfile
 import time
@@ -177,10 +178,10 @@ def _exchange():
     return swap
 
 
-def _attacker(spool, outside, user, seconds, report):
+def _attacker(spool, outside, user, stop, report):
     """In a forked child, as ``user``: keep an old ``libc.so.6`` in its own directory ``d`` and swap ``d`` with a
-    symlink to ``outside`` as fast as it can, for ``seconds``; writes how many swaps it made (or why it failed) to
-    the pipe ``report``."""
+    symlink to ``outside`` as fast as it can, until the pipe ``stop`` reads end of file (the cleanup has run its
+    rounds); writes how many swaps it made (or why it failed) to the pipe ``report``."""
     os.setgroups([])
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)
@@ -189,8 +190,7 @@ def _attacker(spool, outside, user, seconds, report):
     bait_fd = os.open(bait, os.O_RDONLY | os.O_DIRECTORY)
     os.symlink(outside, link)
     swap, swaps = _exchange(), 0
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    while not select.select([stop], [], [], 0)[0]:
         for name in (LIBC, "libm.so.6"):
             try:
                 os.stat(name, dir_fd=bait_fd)
@@ -217,7 +217,7 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
     except KeyError:
         pytest.skip("no user nobody")
     base = tempfile.mkdtemp(prefix="gpucluster-cleanup-race-")
-    child = None
+    child = stop = None
     try:
         os.chmod(base, 0o755)
         root, outside = os.path.join(base, "log"), os.path.join(base, "lib")
@@ -227,25 +227,28 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
         precious = [write(os.path.join(outside, name), size=100) for name in (LIBC, "libm.so.6")]
         for path in (root, outside):
             os.chmod(path, 0o755)
-        # long enough for several cleanups on a loaded machine: make test runs the unit tests in a low-weight CPU
-        # group beside the scenarios (7 runs in 2.5 s there once)
-        seconds = 5.0
+        # The race runs for a count of cleanups, not for a time: make test runs the unit tests in a low-weight CPU
+        # group beside the scenarios, where 5 s once gave only 4 cleanups. At least 4.5 s and 5 cleanups; at most
+        # 120 s, whatever the load.
         reading, report = os.pipe()
+        stop_reading, stop = os.pipe()
         child = os.fork()
         if child == 0:
             status = 1
             try:
                 os.close(reading)
-                _attacker(spool, outside, user, seconds, report)
+                os.close(stop)
+                _attacker(spool, outside, user, stop_reading, report)
                 status = 0
             except BaseException as exc:  # pylint: disable=broad-except
                 os.write(report, ("the attacker failed: %r" % exc).encode())
             finally:
                 os._exit(status)
         os.close(report)
+        os.close(stop_reading)
         runs, taken, escaped = 0, 0, []
-        deadline = time.time() + seconds - 0.5
-        while time.time() < deadline and not escaped:
+        started = time.time()
+        while not escaped and (runs < 5 or time.time() < started + 4.5) and time.time() < started + 120:
             result = run(root, [root])
             runs += 1
             for item in result["rules"][0]["removed"]:
@@ -253,6 +256,8 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
                 if not item["path"].startswith(spool + "/"):
                     escaped.append(item["path"])
             escaped.extend(path for path in precious if not os.path.exists(path))
+        os.close(stop)
+        stop = None
         said = b""
         while True:
             chunk = os.read(reading, 4096)
@@ -268,6 +273,8 @@ def test_an_unprivileged_attacker_racing_the_walk_deletes_nothing_outside_the_ro
         # The race was run: the attacker swapped, the cleanup ran and took the attacker's own old files.
         assert swaps > 1000 and runs >= 5 and taken > 0, (swaps, runs, taken)
     finally:
+        if stop is not None:
+            os.close(stop)
         if child:
             try:
                 os.kill(child, 9)
