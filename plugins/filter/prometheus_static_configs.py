@@ -11,7 +11,9 @@ version_added: 0.1.0
 author: gpucluster.ops developers (@gpucluster)
 description:
   - Builds one Prometheus C(static_configs) entry per host, a target C(<address>:<port>) with the label C(instance) set
-    to the inventory name, so that every metric of a node carries that name whatever address it is scraped at.
+    to the inventory name, so that every metric of a node carries that name whatever address it is scraped at, and the
+    label C(node) set to the node's Slurm name (its host variable C(health_check_node_name), else the inventory name), the
+    one label that every exporter's series of a node share, which an alert route, an inhibition or a silence matches.
   - The address of a host is its host variable named by O(address_var) when set, else its inventory name (which the
     cluster's C(/etc/hosts) or DNS resolves). The port is the host variable named by O(port_var) when set, else O(port).
   - With O(expected_gpus), each entry also gets an C(expected_gpus) label, the number of GPUs the host should show, from
@@ -52,7 +54,7 @@ EXAMPLES = r"""
     dcgm_static_configs: >-
       {{ groups['gpu_nodes'] | gpucluster.ops.prometheus_static_configs(hostvars, port=9400,
          port_var='dcgm_exporter_port', expected_gpus=true) }}
-# [{"targets": ["gpu01:9400"], "labels": {"instance": "gpu01", "expected_gpus": "8"}}, ...]
+# [{"targets": ["gpu01:9400"], "labels": {"instance": "gpu01", "node": "gpu01", "expected_gpus": "8"}}, ...]
 """
 
 RETURN = r"""
@@ -66,7 +68,8 @@ _value:
       type: list
       elements: str
     labels:
-      description: C(instance) (the inventory name) and, with O(expected_gpus), C(expected_gpus) where known.
+      description: C(instance) (the inventory name), C(node) (the Slurm name) and, with O(expected_gpus), C(expected_gpus)
+        where known.
       type: dict
 """
 
@@ -119,7 +122,7 @@ def _expected(host, hv):
 
 def prometheus_static_configs(hostnames, hostvars, port=None, port_var="", address_var="monitoring_scrape_address",
                               expected_gpus=False):
-    """Return [{targets: [address:port], labels: {instance: host[, expected_gpus: N]}}] for the given hosts."""
+    """Return [{targets: [address:port], labels: {instance: host, node: name[, expected_gpus: N]}}] for the hosts."""
     check_host_names(hostnames, "prometheus_static_configs")
     if port is None:
         raise AnsibleFilterError("prometheus_static_configs needs the exporter's port (port=...)")
@@ -144,7 +147,7 @@ def prometheus_static_configs(hostnames, hostvars, port=None, port_var="", addre
             raise AnsibleFilterError("hosts %s and %s would both be scraped at %s: give one of them %s"
                                      % (seen[target], host, target, address_var))
         seen[target] = host
-        labels = {"instance": host}
+        labels = {"instance": host, "node": str(hv.get("health_check_node_name") or host)}
         if expected_gpus:
             count = _expected(host, hv)
             if count is not None:

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+import alerting
 from bad_input import changed_tasks, recap
 from conftest import (GPUSIM_UNITS, expected_partitions, faults_of, health_report, node_records, reset_since_converge,
                       set_faults, slurm_nodes)
@@ -31,9 +32,10 @@ CONTROLLER_UNITS = ("munge", "slurmctld")
 GPU_UNITS = ("munge", "slurmd", "gpucluster-health.timer")
 # The monitoring role's units (roles/monitoring/vars/main.yml), and dcgm-exporter's (roles/dcgm_exporter).
 PROMETHEUS, NODE_EXPORTER, GRAFANA = "prometheus", "prometheus-node-exporter", "grafana-server"
+ALERTMANAGER = "prometheus-alertmanager"
 DCGM_EXPORTER = "dcgm-exporter"
 # Units no role of the site manages: running if a site installs them beside the collection's.
-OPTIONAL_HEAD_UNITS = ("prometheus-alertmanager",)
+OPTIONAL_HEAD_UNITS = ()
 PROMETHEUS_TARGETS = "http://localhost:9090/api/v1/targets"
 GET = "python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' %s"
 # Prometheus scrapes every 30 s (monitoring_scrape_interval): a target not scraped yet is "unknown" until then.
@@ -87,7 +89,7 @@ def test_the_head_node_runs_its_services(scenario):
     if "monitoring" in skipped:
         assert not head.package("prometheus").is_installed, "monitoring is left out here, yet Prometheus is installed"
     else:
-        wanted += [PROMETHEUS, NODE_EXPORTER]
+        wanted += [PROMETHEUS, NODE_EXPORTER, ALERTMANAGER]
     # Grafana is installed only from monitoring_grafana_apt_url; this cluster's inventory sets none.
     wanted += [u for u in (GRAFANA,) + OPTIONAL_HEAD_UNITS if _installed(head, u)]
     assert [u for u in wanted if not head.service(u).is_running] == [], wanted
@@ -206,6 +208,33 @@ def test_prometheus_scrapes_every_target_of_the_site(scenario):
     assert jobs == wanted, found
     down = {(job, h): found[job][h] for job, hosts in up_wanted.items() for h in hosts if found[job][h][0] != "up"}
     assert down == {}, down
+
+
+@pytest.mark.release("debian13")
+def test_the_faulty_nodes_alert_and_the_watchdog_reach_a_person_through_alertmanager(scenario, faulty):
+    """Prometheus sends its alerts to Alertmanager, whose config (from the inventory, amtool-checked) routes them to
+    the test webhook receiver on the head: the Watchdog arrives, and so does the faulty node's NodeHealthError,
+    carrying the node label that every exporter's series of the node carry."""
+    head = scenario.host(scenario.controller)
+    config = head.file("/etc/prometheus/alertmanager.yml")
+    assert (config.user, config.group, config.mode) == ("root", "prometheus", 0o640)
+    head.run_expect([0], "amtool check-config /etc/prometheus/alertmanager.yml")
+    prometheus = head.check_output(GET % "http://localhost:9090/api/v1/alertmanagers")
+    assert json.loads(prometheus)["data"]["activeAlertmanagers"] == [
+        {"url": "http://localhost:9093/api/v2/alerts"}], prometheus
+
+    def arrived():
+        firing = {(a["labels"]["alertname"], a["labels"].get("node"), a["receiver"])
+                  for a in alerting.received(head) if a["status"] == "firing"}
+        wanted = {("Watchdog", None, "test-webhook")} | {("NodeHealthError", h, "test-webhook") for h in faulty}
+        return firing if wanted <= firing else None
+
+    # scrape (30 s), rule evaluation (30 s), then Alertmanager's group_wait (1 s in this inventory)
+    assert _wait(arrived, 2 * SCRAPE_WAIT_S), alerting.received(head)[-10:]
+    # One matcher covers a node: its node_exporter's and dcgm-exporter's series carry its node label.
+    query = "http://localhost:9090/api/v1/query?query=count%%20by%%20(job)%%20(%%7Bnode%%3D%%22%s%%22%%7D)" % faulty[0]
+    jobs = {r["metric"]["job"] for r in json.loads(alerting.get(head, query))["data"]["result"]}
+    assert jobs == {"node", "dcgm"}, jobs
 
 
 # Debian 13's cluster runs everything, and molecule's idempotence stage reruns the whole site there. Debian 12's

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+import alerting
 from conftest import ROOT, node_records, set_faults
 from poller import Poller
 
@@ -161,6 +162,8 @@ def test_monthly_waits_for_the_job_and_resumes_only_the_nodes_that_pass(scenario
         time.sleep(1)
     assert ctl.check_output("squeue -h -j %s -o %%T" % job).strip() == "RUNNING"
     monthly = {"maintenance_batch": 1, "maintenance_drain_deadline": "3m", "maintenance_reservation_duration": "1h"}
+    head = scenario.host(scenario.controller)
+    started = datetime.now(timezone.utc).replace(microsecond=0)
 
     with Watcher(scenario) as watched:
         rc, out, report_dir = run(scenario, tmp_path, MONTHLY, "monthly", monthly)
@@ -188,6 +191,16 @@ def test_monthly_waits_for_the_job_and_resumes_only_the_nodes_that_pass(scenario
     assert after[a100][0] == "IDLE" and not after[a100][1], after
     assert "DRAIN" in after[h100][0], after
     assert after[h100][1].startswith("gpucluster-maintenance: monthly deep checks failed: DCGM-DIAG-FAIL gpu2"), after
+    # Each node's alerts were silenced in Alertmanager (its node label) while the batch worked on it, the silence
+    # saying who and why, and expired when the batch settled: the node resumed and the node kept drained alike.
+    for node in nodes:
+        made = alerting.node_silences(head, "maintenance", node, started)
+        assert len(made) == 1 and made[0]["status"]["state"] == "expired", made
+        assert "gpucluster.ops maintenance run by " in made[0]["comment"], made
+        assert "monthly deep checks (gpucluster-maint-" in made[0]["comment"], made
+        checked = datetime.strptime(report["nodes"][node]["checked_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        assert alerting.when(made[0]["startsAt"]).replace(microsecond=0) <= checked <= alerting.when(made[0]["endsAt"]), made
+    assert out.count("silenced the alerts of") == 2 and out.count("expired the silences of") == 2, out
 
     # --check: no reservation, no drain, no deep check, no report, at any time during the run
     with Watcher(scenario) as watched:
@@ -197,6 +210,10 @@ def test_monthly_waits_for_the_job_and_resumes_only_the_nodes_that_pass(scenario
     assert all(seen == after for seen in watched.states), watched.states
     assert not report_dir.exists()
     assert "%s: check_mode" % a100 in out and "%s: check_mode" % h100 in out, out
+    # and no silence: it says which it would make
+    assert out.count("would silence the alerts of") == 2, out
+    assert [s for s in alerting.silences(head) if alerting.when(s["startsAt"]) >= started
+            and s["status"]["state"] != "expired"] == []
 
 
 def test_monthly_bad_input_fails_before_anything_changes(scenario, ctl, tmp_path):

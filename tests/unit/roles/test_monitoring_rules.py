@@ -18,7 +18,7 @@ from .rolerender import DEBIAN13, RoleRender
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not installed (apt-get install prometheus)")
-ALERTS = {"GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure", "GpuNvlinkErrors",
+ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure", "GpuNvlinkErrors",
           "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
           "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown"}
 OTHER_THRESHOLDS = dict(
@@ -123,7 +123,8 @@ def test_the_tests_catch_rules_that_do_not_match_the_thresholds(tmp_path, wrong)
 
 def test_the_scrape_config_holds_the_inventorys_targets(tmp_path):
     hostvars = {"head": {}, "gpu01": {"health_check_expected": {"gpu_count": 8}}, "gpu02": {"dcgm_exporter_port": 9401}}
-    r = RoleRender("monitoring", None, DEBIAN13, inventory_hostname="head",
+    r = RoleRender("monitoring", None, DEBIAN13, inventory_hostname="head", ansible_play_hosts_all=["head"],
+                   hostvars=hostvars,
                    __monitoring_node_static_configs=prometheus_static_configs(["head", "gpu01", "gpu02"], hostvars, port=9100),
                    __monitoring_dcgm_static_configs=prometheus_static_configs(
                        ["gpu01", "gpu02"], hostvars, port=9400, port_var="dcgm_exporter_port", expected_gpus=True),
@@ -133,12 +134,48 @@ def test_the_scrape_config_holds_the_inventorys_targets(tmp_path):
     config = yaml.safe_load(text)
     jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
     assert list(jobs) == ["prometheus", "node", "dcgm", "slurm"]
-    assert jobs["prometheus"] == [{"targets": ["localhost:9090"], "labels": {"instance": "head"}}]
-    assert jobs["dcgm"] == [{"targets": ["gpu01:9400"], "labels": {"instance": "gpu01", "expected_gpus": "8"}},
-                            {"targets": ["gpu02:9401"], "labels": {"instance": "gpu02"}}]
+    assert jobs["prometheus"] == [{"targets": ["localhost:9090"], "labels": {"instance": "head", "node": "head"}}]
+    assert jobs["dcgm"] == [{"targets": ["gpu01:9400"], "labels": {"instance": "gpu01", "node": "gpu01", "expected_gpus": "8"}},
+                            {"targets": ["gpu02:9401"], "labels": {"instance": "gpu02", "node": "gpu02"}}]
+    # The node job keeps a scraped node label (the textfile metrics of another node, such as Slurm's on the controller).
+    assert [job.get("honor_labels") for job in config["scrape_configs"]] == [None, True, None, None]
     assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["localhost:9093"]}]}]}
     if PROMTOOL:
         (tmp_path / "prometheus.yml").write_text(text.replace("/etc/prometheus/rules/*.yml", str(tmp_path / "none-*.yml")))
         check = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")],
                                capture_output=True, text=True, check=False)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_alertmanager_routes_the_watchdog_first_and_has_a_receiver_for_the_rest(tmp_path):
+    hostvars = {"mon1": {}, "mon2": {"monitoring_scrape_address": "10.0.0.2"}}
+    r = RoleRender("monitoring", None, DEBIAN13, inventory_hostname="mon1", ansible_play_hosts_all=["mon1", "mon2"],
+                   hostvars=hostvars,
+                   monitoring_alertmanager_receivers=[{"name": "oncall", "webhook_configs": [{"url": "http://x/"}]}],
+                   monitoring_alertmanager_routes=[{"receiver": "oncall", "matchers": ['severity="critical"']}],
+                   __monitoring_node_static_configs=[], __monitoring_dcgm_static_configs=[],
+                   __monitoring_slurm_static_configs=[])
+    config = yaml.safe_load(r.template("alertmanager.yml.j2"))
+    route = config["route"]
+    assert route["receiver"] == "gpucluster-nobody" and route["group_by"] == ["alertname", "node"]
+    assert route["routes"][0]["matchers"] == ['alertname="Watchdog"']
+    assert route["routes"][0]["receiver"] == "gpucluster-nobody" and route["routes"][0]["repeat_interval"] == "12h"
+    assert route["routes"][1] == {"receiver": "oncall", "matchers": ['severity="critical"']}
+    assert [x["name"] for x in config["receivers"]] == ["oncall", "gpucluster-nobody"]
+    assert config["inhibit_rules"][0]["source_matchers"] == ['alertname="NodeHealthError"']
+    # Two monitoring hosts: one Alertmanager cluster, Prometheus sends to both.
+    args = r.template("prometheus-alertmanager.default.j2")
+    assert "--cluster.peer=10.0.0.2:9094" in args and "--web.listen-address=0.0.0.0:9093" in args
+    prometheus = yaml.safe_load(r.template("prometheus.yml.j2"))
+    assert prometheus["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["localhost:9093", "10.0.0.2:9093"]
+
+
+def test_one_alertmanager_alone_does_not_gossip():
+    r = RoleRender("monitoring", None, DEBIAN13, inventory_hostname="mon1", ansible_play_hosts_all=["mon1"],
+                   hostvars={"mon1": {}}, monitoring_alertmanager_default_receiver="oncall",
+                   monitoring_alertmanager_receivers=[{"name": "oncall", "email_configs": [{"to": "a@b.example"}]}])
+    assert '--cluster.listen-address=' in r.template("prometheus-alertmanager.default.j2")
+    assert "--cluster.peer" not in r.template("prometheus-alertmanager.default.j2")
+    config = yaml.safe_load(r.template("alertmanager.yml.j2"))
+    assert [x["name"] for x in config["receivers"]] == ["oncall"] and config["route"]["receiver"] == "oncall"

@@ -17,8 +17,8 @@ def test_registered():
 def test_inventory_name_is_the_address_and_the_instance():
     hostvars = {"gpu01": {}, "gpu02.c.example": {}}
     assert prometheus_static_configs(["gpu01", "gpu02.c.example"], hostvars, port=9100) == [
-        {"targets": ["gpu01:9100"], "labels": {"instance": "gpu01"}},
-        {"targets": ["gpu02.c.example:9100"], "labels": {"instance": "gpu02.c.example"}}]
+        {"targets": ["gpu01:9100"], "labels": {"instance": "gpu01", "node": "gpu01"}},
+        {"targets": ["gpu02.c.example:9100"], "labels": {"instance": "gpu02.c.example", "node": "gpu02.c.example"}}]
 
 
 def test_scrape_address_and_port_come_from_host_variables():
@@ -70,3 +70,10 @@ def test_two_hosts_at_one_target_and_other_misuse():
         prometheus_static_configs(["ghost"], {}, port=9100)
     with pytest.raises(AnsibleFilterError, match="its inventory name is 'bad name'"):
         prometheus_static_configs(["bad name"], {"bad name": {}}, port=9100)
+
+
+def test_the_node_label_is_the_nodes_slurm_name():
+    hostvars = {"gpu01": {"health_check_node_name": "dgx-a-01"}, "gpu02": {"health_check_node_name": ""}}
+    configs = prometheus_static_configs(["gpu01", "gpu02"], hostvars, port=9100)
+    assert [c["labels"] for c in configs] == [{"instance": "gpu01", "node": "dgx-a-01"},
+                                              {"instance": "gpu02", "node": "gpu02"}]
