@@ -19,7 +19,8 @@ Nothing can change, here or on any node (tests/support/offline_preflight.py has 
 What the molecule scenarios keep end to end (those run here too, but for the two whose verdict is the node's):
 
 - node-baseline: above-nr-open; fabric-tuning: address-collision; monitoring: grafana-password-placeholder (and
-  dcgm-unavailable, which depends on what the node's apt offers, so it has no unit test here).
+  dcgm-unavailable, which depends on what the node's apt offers, so it has no unit test here), in Debian 13's
+  cluster (molecule/cluster-shared/tests/test_1_monitoring.py).
 - team-quota: calendar depends on what the node's systemd-analyze can parse, so it has no unit test here.
 - the shared cluster (molecule/cluster-shared/tests/test_4_bad_input.py, Debian 12): slurm's gres-count-not-a-number
   and team_quota's calendar.
@@ -230,9 +231,9 @@ def test_cuda_toolkit_of_nvidias_repository_is_not_asked_of_the_site_mirror(tmp_
         " CUDA toolkit"], [node])
 
 
-# --- monitoring (molecule/monitoring/tests/test_bad_input.py) ----------------------------------------------------
+# --- monitoring (molecule/cluster-shared/tests/test_1_monitoring.py) ----------------------------------------------------
 
-HEAD, GPU = "deb13-monitoring", "deb12-monitoring"
+HEAD, GPU = "deb13-cluster-head", "deb13-cluster-gpu01"
 # Changes that a run must not make when its input is bad.
 MONITORING_CHANGES = {HEAD: MUST_NOT_CHANGE["monitoring_head"], GPU: MUST_NOT_CHANGE["monitoring_gpu"]}
 # dcgm-unavailable (dcgm, dcgm_when_unavailable: fail) is not here: its verdict is what the node's apt offers.
@@ -266,13 +267,13 @@ MONITORING_CASES = [
 
 
 def _run_monitoring(tmp_path, _name, role, instance, variables, _expect):
-    """The scenario's inventory (both nodes, their groups and group_vars), only the role under test on one node,
-    the case's variables as extra vars, as in the molecule case."""
+    """Debian 13's cluster's inventory (its nodes, their groups and group_vars), only the role under test on one
+    node, the case's variables as extra vars, as in the cluster's case."""
     with open(os.path.join(ROOT, "tests", "dcgm_exporter_sim", "dcgm-exporter-sim"), "rb") as handle:
         checksum = "sha256:" + hashlib.sha256(handle.read()).hexdigest()
     extra = dict(MONITORING_CHANGES[instance], dcgm_exporter_binary_checksum=checksum)
     extra.update(variables)
-    return run_roles(tmp_path, molecule_inventory("monitoring"), [(instance, [role])], extra)
+    return run_roles(tmp_path, molecule_inventory("cluster-deb13"), [(instance, [role])], extra)
 
 
 @pytest.mark.parametrize("name,role,instance,variables,expect", MONITORING_CASES, ids=[c[0] for c in MONITORING_CASES])
@@ -428,7 +429,7 @@ def test_team_quota(tmp_path, name, extra, expect):
 
 NEEDS_THE_NODE = [
     # (molecule case, inventory, play, extra vars, the question only the node can answer)
-    ("monitoring dcgm-unavailable", lambda: molecule_inventory("monitoring"), [(GPU, ["dcgm"])],
+    ("monitoring dcgm-unavailable", lambda: molecule_inventory("cluster-deb13"), [(GPU, ["dcgm"])],
      dict(MONITORING_CHANGES[GPU], dcgm_when_unavailable="fail"), "no canned answer for apt"),
     ("team-quota calendar", lambda: molecule_inventory("cluster-deb12"), [("slurm_controller", ["team_quota"])],
      {"team_quota_reset_on_calendar": {"month": "first of the month"}},
