@@ -78,6 +78,11 @@ _REASON_STAMP = re.compile(r" \[[^\s\[\]@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 _AFTER_REASON = re.compile(r" (?:Comment|Extra)=")
 
 
+def node_fields(line):
+    """The fields of one ``scontrol show node -o`` line, as ``{key: value}`` (see ``_fields``)."""
+    return _fields(line)
+
+
 def _fields(line):
     """Split ``Key=value Key=value with spaces`` as scontrol -o prints it, by structure.
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A test receiver for Alertmanager's webhook: every POST body, one JSON document per line, appended to the file
 given as the second argument; listens on 127.0.0.1 at the port given as the first. Test tooling, never part of a
 role (molecule/cluster-shared/prepare.yml runs it on the head as gpucluster-webhook-sink.service)."""

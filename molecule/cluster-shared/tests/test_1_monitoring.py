@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+import time
 
 import pytest
 import yaml
@@ -26,7 +27,8 @@ COUNTERS = "/etc/dcgm-exporter/counters.csv"
 CHECKER = "/usr/local/lib/gpucluster-dcgm-exporter/bin/dcgm-counters-check"
 ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure",
           "GpuNvlinkErrors", "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
-          "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown"}
+          "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
+          "SlurmBreakerReached", "SlurmMetricsMissing"}
 
 
 def _gpus(scenario, name):
@@ -180,3 +182,93 @@ def test_bad_input_fails_in_preflight(scenario, tmp_path, name, role, group, var
     rc, out = scenario.playbook(tmp_path, str(play), extra_vars=variables)
     after = snapshot(host, WATCHED[role], ALSO)
     assert_refused_before_change(name, rc, out, [role], [expect.format(host=host)], {host: before}, {host: after})
+
+
+# The Slurm collector (gpucluster-slurm-metrics, installed by the slurm role on the primary controller) -------------
+
+SLURM_METRICS = "/usr/local/lib/gpucluster-slurm-metrics/bin/gpucluster-slurm-metrics"
+SQUEUE = ("squeue -h -t PENDING,RUNNING,COMPLETING -O "
+          "'JobID:20,Account:30,Partition:30,State:20,tres-per-job:40,tres-per-node:40,tres-per-task:40,NumNodes:10,"
+          "NumTasks:10'")
+SINFO = "sinfo -h -N -O 'NodeHost:40,Partition:30,Gres:60,GresUsed:80,StateLong:30'"
+
+
+def _metric_rows(text):
+    rows = {}
+    for line in text.splitlines():
+        match = re.match(r'^(\w+)(?:\{(.*)\})? (\S+)$', line)
+        if match:
+            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(2) or "")))
+            rows[(match.group(1), labels)] = float(match.group(3))
+    return rows
+
+
+def _gpus_of(text):
+    """gres/gpu:N, gres/gpu:TYPE:N or gres/gpu=N (squeue's tres-per-* print both), N/A -> 0."""
+    match = re.search(r"gres/gpu(?::[^:=,]+)?[:=](\d+)", text)
+    return int(match.group(1)) if match else 0
+
+
+def _gres_count(text):
+    return sum(int(m) for m in re.findall(r"gpu(?::[^:(,]+)?:(\d+)", text))
+
+
+def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scenario, ctl):
+    """Two running jobs (one asking --gpus-per-node, one --gpus), one pending behind them (--gpus-per-task), a node
+    drained by a person: the collector's GPUs per partition and per account, and its out-of-service node, are what
+    squeue and sinfo, run in the same shell right after it, say."""
+    a100, h100 = scenario.groups["gpu_a100"][0], scenario.groups["gpu_h100"][0]
+    assert ctl.service("gpucluster-slurm-metrics.timer").is_running
+    submit = "runuser -u {user} -- sbatch --parsable -A {account} -p {partition} -t 5 -o /dev/null {gpus} --wrap 'sleep 300'"
+    jobs = [ctl.check_output(submit.format(user="alice", account="research", partition="research",
+                                           gpus="-w %s --gpus-per-node=2" % h100)).strip(),
+            ctl.check_output(submit.format(user="bob", account="development", partition="dev",
+                                           gpus="-w %s --gpus=3" % h100)).strip(),
+            ctl.check_output(submit.format(user="bob", account="development", partition="dev",
+                                           gpus="-w %s -n 2 --gpus-per-task=3" % h100)).strip()]
+    try:
+        ctl.run_expect([0], "scontrol update nodename=%s state=drain reason='swap a fan'" % a100)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = ctl.check_output("squeue -h -j %s -o %%T" % ",".join(jobs)).split()
+            if states.count("RUNNING") == 2:
+                break
+            time.sleep(1)
+        out = ctl.check_output("%s --print; echo ===; %s; echo ===; %s" % (SLURM_METRICS, SINFO, SQUEUE))
+    finally:
+        ctl.run("scancel %s" % " ".join(jobs))
+        ctl.run("scontrol update nodename=%s state=resume" % a100)
+    collected, sinfo, squeue = out.split("===\n")
+    rows = _metric_rows(collected)
+    assert {v for (name, labels), v in rows.items() if name == "slurm_collector_source_up"} == {1.0}, collected
+    # sinfo: a node's GPUs in each of its partitions, allocated, idle or out (drained, down, failing)
+    want = {}
+    for line in sinfo.splitlines():
+        node, partition, gres, used, state = line.split()[:5]
+        total, busy = _gres_count(gres), _gres_count(used.split("(")[0])
+        out_of_service = any(word in state for word in ("drain", "down", "fail"))
+        counts = want.setdefault(partition.rstrip("*"), {"allocated": 0, "idle": 0, "out": 0})
+        counts["allocated"] += busy
+        counts["out" if out_of_service else "idle"] += total - busy
+    got = {}
+    for (name, labels), value in rows.items():
+        if name == "slurm_partition_gpus":
+            labels = dict(labels)
+            got.setdefault(labels["partition"], {})[labels["state"]] = int(value)
+    assert got == want, (collected, sinfo)
+    # the H100 node is in both partitions: its 5 GPUs in use count in each; the drained A100 node's 8 are out
+    assert got == {"dev": {"allocated": 5, "idle": 3, "out": 8}, "research": {"allocated": 5, "idle": 3, "out": 0}}, got
+    # squeue: each account's GPUs, however its jobs asked for them
+    want = {}
+    for line in squeue.splitlines():
+        _job, account, partition, state, per_job, per_node, per_task, nodes, tasks = line.split()[:9]
+        gpus = _gpus_of(per_job) or _gpus_of(per_node) * int(nodes) or _gpus_of(per_task) * int(tasks)
+        key = (account, partition, "pending" if state == "PENDING" else "allocated")
+        want[key] = want.get(key, 0) + gpus
+    got = {(dict(l)["account"], dict(l)["partition"], dict(l)["state"]): int(v)
+           for (name, l), v in rows.items() if name == "slurm_account_gpus"}
+    assert got == want, (collected, squeue)
+    assert got == {("research", "research", "allocated"): 2, ("development", "dev", "allocated"): 3,
+                   ("development", "dev", "pending"): 6}, got
+    assert rows[("slurm_node_out_of_service", (("node", a100), ("owner", "admin"), ("state", "IDLE+DRAIN")))] == 1
+    assert rows[("slurm_nodes", (("state", "out_of_service"),))] == 1

@@ -1,12 +1,12 @@
 """The metric names a PromQL expression reads (enough of PromQL for our rules and dashboards), and the metrics that
-exist: the dcgm_exporter role's default counters, the health checker's own, and Prometheus's."""
+exist: the dcgm_exporter role's default counters, the health checker's own, the Slurm collector's, and Prometheus's."""
 
 import os
 import re
 
 import yaml
 
-from ansible_collections.gpucluster.ops.plugins.module_utils import _health
+from ansible_collections.gpucluster.ops.plugins.module_utils import _health, _slurm_metrics
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
@@ -46,5 +46,10 @@ def health_metrics():
     return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
 
 
+def slurm_metrics():
+    """The names gpucluster-slurm-metrics writes, from its own table."""
+    return set(_slurm_metrics.HELP)
+
+
 def known_metrics():
-    return counter_fields() | health_metrics() | PROMETHEUS_METRICS
+    return counter_fields() | health_metrics() | slurm_metrics() | PROMETHEUS_METRICS

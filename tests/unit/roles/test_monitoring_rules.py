@@ -20,7 +20,8 @@ PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not installed (apt-get install prometheus)")
 ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure", "GpuNvlinkErrors",
           "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
-          "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown"}
+          "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
+          "SlurmBreakerReached", "SlurmMetricsMissing"}
 OTHER_THRESHOLDS = dict(
     monitoring_alert_gpu_temp_c=78, monitoring_alert_gpu_memory_used_pct=95, monitoring_alert_gpu_power_limit_pct=100,
     monitoring_alert_gpu_util_low_pct=10, monitoring_alert_gpu_util_window="2h", monitoring_alert_gpu_allocated_fb_mib=0,
@@ -163,7 +164,8 @@ def test_alertmanager_routes_the_watchdog_first_and_has_a_receiver_for_the_rest(
     assert route["routes"][0]["receiver"] == "gpucluster-nobody" and route["routes"][0]["repeat_interval"] == "12h"
     assert route["routes"][1] == {"receiver": "oncall", "matchers": ['severity="critical"']}
     assert [x["name"] for x in config["receivers"]] == ["oncall", "gpucluster-nobody"]
-    assert config["inhibit_rules"][0]["source_matchers"] == ['alertname="NodeHealthError"']
+    assert [rule["source_matchers"] for rule in config["inhibit_rules"]][:2] == [
+        ['alertname="SlurmNodeDrainedByAdmin"'], ['alertname="NodeHealthError"']]
     # Two monitoring hosts: one Alertmanager cluster, Prometheus sends to both.
     args = r.template("prometheus-alertmanager.default.j2")
     assert "--cluster.peer=10.0.0.2:9094" in args and "--web.listen-address=0.0.0.0:9093" in args
