@@ -119,7 +119,7 @@ def test_grafana_password_is_not_asked_for_without_grafana():
 
 def test_inventories_give_grafana_a_password():
     lab = _load("inventories", "lab", "group_vars", "all.yml")
-    molecule = _load("molecule", "monitoring", "molecule.yml")["provisioner"]["inventory"]["group_vars"]["all"]
+    molecule = _load("molecule", "cluster-shared", "group_vars", "all.yml")
     for value in (lab["monitoring_grafana_admin_password"], molecule["monitoring_grafana_admin_password"]):
         role = RoleRender("monitoring", None, UBUNTU_2404, monitoring_grafana_admin_password=value)
         assert all(role.var(condition) for condition in _grafana_conditions()[0]), value
