@@ -164,6 +164,26 @@ def gres_gpu_files(text, node):
     return files
 
 
+def gres_minors(gres_text, node):
+    """``(minors, None)``: the minor numbers of ``node``'s GPUs in Slurm's GRES index order (index ``i`` is
+    ``/dev/nvidia<minors[i]>``); ``(None, why)`` where that cannot be told for sure: gres.conf detects the GPUs
+    (``AutoDetect``, where slurmd orders them itself), has MIG or other multi-file GPUs (``MultipleFiles``), names
+    them out of minor order or names none for the node."""
+    records = [r for r in gres_records(gres_text or "") if not r.get("nodename") or node in expand(r["nodename"])]
+    autodetect = [r["autodetect"] for r in records if r.get("autodetect", "off").lower() not in ("off", "")]
+    if autodetect:
+        return None, "gres.conf detects the GPUs (AutoDetect=%s): slurmd orders them itself" % autodetect[0]
+    if any(r.get("multiplefiles") for r in records if r.get("name") == "gpu"):
+        return None, "gres.conf has GPUs with MultipleFiles= (MIG): a GRES index is not a whole GPU"
+    files = gres_gpu_files(gres_text or "", node)
+    minors = [int(GPU_NODE_RE.match(f).group(1)) if GPU_NODE_RE.match(f) else None for f in files]
+    if not files:
+        return None, "gres.conf names no GPU files for %s" % node
+    if None in minors or minors != sorted(minors):
+        return None, "gres.conf names the GPU files of %s out of minor order (%s)" % (node, ", ".join(files))
+    return minors, None
+
+
 def allocation(spec, gres_text, node, gpu_ids, where="the CDI spec"):
     """The CDI device names (``nvidia.com/gpu=<uuid>``) of the GPUs Slurm allocated to this step on ``node``.
 

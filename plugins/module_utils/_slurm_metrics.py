@@ -10,9 +10,17 @@ and the metrics that need it are left out, never written as zeros:
 - ``scontrol -o -d show node``: every node's GPUs (``Gres``), the GPUs in use (``GresUsed``, with ``-d``), its
   partitions, state and reason. A node's GPUs count in each of its partitions: allocated (in use), idle (in service
   and not in use) or out (the node is drained, down or failing: its unused GPUs cannot be given).
-- ``scontrol -o show job``: every job's account, partition, state, reason and GPUs - AllocTRES's ``gres/gpu`` for a
-  job that holds nodes, ReqTRES's for a pending one (Slurm counts ``--gpus``, ``--gpus-per-node`` x nodes and
-  ``--gpus-per-task`` x tasks into it, so no job is dropped for how it asked).
+- ``scontrol -o -d show job``: every job's account, partition, state, reason and GPUs - AllocTRES's ``gres/gpu``
+  for a job that holds nodes, ReqTRES's for a pending one (Slurm counts ``--gpus``, ``--gpus-per-node`` x nodes and
+  ``--gpus-per-task`` x tasks into it, so no job is dropped for how it asked) - and, from the detail fields, the GRES
+  indexes of the GPUs it holds on each node (``GRES=gpu:h100:2(IDX:0-1)``).
+- gres.conf (the controller's copy, the same file every node reads): a GRES index names ``/dev/nvidia<minor>``
+  through the order of the node's ``File=`` lines, so each GPU a job holds is exported as one info series,
+  ``slurm_job_gpu_info{node, gpu, jobid, account, user, partition} 1``, ``gpu`` being the minor number the DCGM
+  exporter's ``gpu`` label carries. One series per allocated GPU, none per job on the GPU metrics: the recording
+  rules join them (docs/monitoring.md). ``jobid``, not ``job``: ``job`` is Prometheus's scrape job label. Where
+  gres.conf cannot tell the minor (AutoDetect, MIG, files out of order), the GPUs are counted in
+  ``slurm_job_gpus_unmapped{node}`` instead.
 - ``sshare -P -n -a -o Account,User,NormShares,EffectvUsage,FairShare``: each account's share of the cluster and its
   share of the usage (the account rows), and each member's fair-share factor (the user rows: Fair Tree, Slurm's
   default, gives the factor per user association only).
@@ -23,9 +31,11 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_nodes
+from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import gres_minors
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes
 
 NODE_ARGV = ["scontrol", "-o", "-d", "show", "node"]
-JOB_ARGV = ["scontrol", "-o", "show", "job"]
+JOB_ARGV = ["scontrol", "-o", "-d", "show", "job"]
 SSHARE_ARGV = ["sshare", "-P", "-n", "-a", "-o", "Account,User,NormShares,EffectvUsage,FairShare"]
 SOURCES = ("nodes", "jobs", "fairshare")
 # Jobs that hold their nodes' GPUs.
@@ -81,7 +91,8 @@ def parse_nodes(text):
 
 
 def parse_jobs(text):
-    """``scontrol -o show job`` -> [{id, account, partition, state, reason, gpus}] (``No jobs in the system``: [])."""
+    """``scontrol -o -d show job`` -> [{id, account, user, partition, state, reason, gpus, holding, gres}] (``No jobs
+    in the system``: []); ``gres``: {node: {GRES index}} of the GPUs a holding job has."""
     out = []
     for line in (text or "").splitlines():
         line = line.strip()
@@ -96,8 +107,9 @@ def parse_jobs(text):
         holding = state in HOLDING
         gpus = tres_gpus(record.get("AllocTRES", "")) if holding else tres_gpus(record.get("ReqTRES", ""))
         out.append(dict(id=record.get("JobId", ""), account=record.get("Account", ""),
-                        partition=record.get("Partition", ""), state=state,
-                        reason=record.get("Reason", "None"), gpus=gpus, holding=holding))
+                        user=record.get("UserId", "").split("(")[0], partition=record.get("Partition", ""),
+                        state=state, reason=record.get("Reason", "None"), gpus=gpus, holding=holding,
+                        gres=job_gpu_indexes(line) if holding else {}))
     return out
 
 
@@ -131,8 +143,9 @@ def node_owner(node):
     return ADMIN if any(p.startswith("DRAIN") for p in parts) else NONE
 
 
-def collect(nodes=None, jobs=None, fairshare=None, breaker_share=0.1):
-    """The metrics of what could be read (``None`` for a source that failed): a list of (name, labels, value)."""
+def collect(nodes=None, jobs=None, fairshare=None, breaker_share=0.1, gres_text=""):
+    """The metrics of what could be read (``None`` for a source that failed): a list of (name, labels, value).
+    ``gres_text``: gres.conf, which names the minor number of each GRES index."""
     metrics = []
     if nodes is not None:
         partitions = {}
@@ -174,6 +187,7 @@ def collect(nodes=None, jobs=None, fairshare=None, breaker_share=0.1):
         for (partition, reason) in sorted(pending):
             metrics.append(("slurm_pending_jobs", {"partition": partition, "reason": reason},
                             pending[(partition, reason)]))
+        metrics.extend(job_gpus(jobs, gres_text))
     if fairshare is not None:
         for account in sorted(fairshare["accounts"]):
             metrics.append(("slurm_account_shares", {"account": account}, fairshare["accounts"][account]["shares"]))
@@ -183,6 +197,26 @@ def collect(nodes=None, jobs=None, fairshare=None, breaker_share=0.1):
             metrics.append(("slurm_user_fairshare", {"account": account, "user": user},
                             fairshare["users"][(account, user)]))
     return metrics
+
+
+def job_gpus(jobs, gres_text):
+    """``slurm_job_gpu_info`` for each GPU a job holds, ``slurm_job_gpus_unmapped`` per node whose GRES indexes
+    gres.conf cannot turn into minor numbers."""
+    rows, unmapped, maps = [], {}, {}
+    for job in jobs:
+        for node in sorted(job["gres"]):
+            if node not in maps:
+                maps[node] = gres_minors(gres_text, node)[0]
+            minors = maps[node]
+            for index in sorted(job["gres"][node]):
+                if minors is None or index >= len(minors):
+                    unmapped[node] = unmapped.get(node, 0) + 1
+                    continue
+                rows.append(("slurm_job_gpu_info", {"node": node, "gpu": str(minors[index]), "jobid": job["id"],
+                                                    "account": job["account"], "user": job["user"],
+                                                    "partition": job["partition"]}, 1))
+    rows.extend(("slurm_job_gpus_unmapped", {"node": node}, unmapped[node]) for node in sorted(unmapped))
+    return rows
 
 
 HELP = {
@@ -195,6 +229,10 @@ HELP = {
     "slurm_account_gpus": ("gauge", "GPUs of the account's jobs per partition: allocated (held now) or pending "
                                     "(asked for by pending jobs)"),
     "slurm_pending_jobs": ("gauge", "Pending jobs per partition and Slurm's reason"),
+    "slurm_job_gpu_info": ("gauge", "1 for each GPU a job holds: node, gpu (the minor number, as the DCGM exporter's "
+                                    "gpu label), jobid, account, user, partition"),
+    "slurm_job_gpus_unmapped": ("gauge", "GPUs held by jobs on the node whose minor number gres.conf does not tell "
+                                         "(AutoDetect, MIG, files out of order): left out of slurm_job_gpu_info"),
     "slurm_account_shares": ("gauge", "The account's normalised share of the cluster (sshare's NormShares), 0 to 1"),
     "slurm_account_usage_share": ("gauge", "The account's share of the cluster's decayed usage (sshare's "
                                            "EffectvUsage), 0 to 1"),

@@ -24,6 +24,8 @@ from __future__ import absolute_import, division, print_function
 import difflib
 import re
 
+from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand
+
 __metaclass__ = type
 
 PRIORITY_MAX = 4294967294            # Slurm's QOS priority is a uint32; 0xffffffff means "unset"
@@ -183,6 +185,34 @@ def parse_tres(text):
         except ValueError:
             raise SlurmOutputError("cannot read TRES count %r in %r" % (item, text))
     return result
+
+
+# A job's detail fields (``scontrol -o -d show job``), one group per node set: ``Nodes=gpu[01-02] CPU_IDs=0-3 Mem=0
+# GRES=gpu:a100:2(IDX:0-1)``; in GRES= the GPU entries (other GRES, ``nic:1(IDX:0)``, have indexes of their own).
+_NODE_GRES_RE = re.compile(r"(?:^| )Nodes=(?P<nodes>\S+) CPU_IDs=\S+ Mem=\S+ GRES=(?P<gres>\S*)")
+_GPU_IDX_RE = re.compile(r"(?:^|\),|,)gpu(?=[:(])[^(,]*\(IDX:(?P<idx>[0-9,\-]*)\)")
+
+
+def index_ranges(text):
+    """``'0-1,4'`` -> 0, 1, 4 (odd parts are skipped)."""
+    for part in (text or "").split(","):
+        low, _sep, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            yield from range(int(low), int(high or low) + 1)
+
+
+def job_gpu_indexes(line):
+    """The GRES indexes of the GPUs a job holds on each node, from one line of ``scontrol -o -d show job``:
+    ``{node: {index}}``. Slurm gives the indexes per node whatever the job asked
+    (``--gpus``, ``--gpus-per-node``, ``--gpus-per-task``); a job without detail fields gives ``{}``."""
+    gres = {}
+    for match in _NODE_GRES_RE.finditer(line or ""):
+        indexes = set()
+        for idx in _GPU_IDX_RE.finditer(match.group("gres")):
+            indexes |= set(index_ranges(idx.group("idx")))
+        for node in expand(match.group("nodes")):
+            gres.setdefault(node, set()).update(indexes)
+    return gres
 
 
 def format_tres(tres):

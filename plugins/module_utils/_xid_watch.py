@@ -41,9 +41,9 @@ import time
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _health_checks as checks
 from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
-from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import GPU_NODE_RE, gres_records, gres_gpu_files
-from ansible_collections.gpucluster.ops.plugins.module_utils._hostlist import expand
+from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import gres_minors
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import normalize_bus_id
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes
 
 STATE_VERSION = 1
 # Actions kept in the state file (the newest), for a person and the bench.
@@ -391,25 +391,15 @@ def gres_index(gres_text, node, minor):
     files; ``(None, why)`` where that cannot be told for sure: gres.conf detects the GPUs (``AutoDetect``, where
     slurmd orders them itself), has MIG or other multi-file GPUs (``MultipleFiles``), names them out of minor order,
     or does not name this one."""
-    records = [r for r in gres_records(gres_text or "") if not r.get("nodename") or node in expand(r["nodename"])]
-    autodetect = [r["autodetect"] for r in records if r.get("autodetect", "off").lower() not in ("off", "")]
-    if autodetect:
-        return None, "gres.conf detects the GPUs (AutoDetect=%s): slurmd orders them itself" % autodetect[0]
-    if any(r.get("multiplefiles") for r in records if r.get("name") == "gpu"):
-        return None, "gres.conf has GPUs with MultipleFiles= (MIG): a GRES index is not a whole GPU"
-    files = gres_gpu_files(gres_text or "", node)
-    minors = [int(GPU_NODE_RE.match(f).group(1)) if GPU_NODE_RE.match(f) else None for f in files]
-    if None in minors or minors != sorted(minors):
-        return None, "gres.conf names the GPU files of %s out of minor order (%s)" % (node, ", ".join(files))
+    minors, why = gres_minors(gres_text, node)
+    if why:
+        return None, why
     if minor not in minors:
         return None, "/dev/nvidia%d is not among gres.conf's GPU files for %s" % (minor, node)
     return minors.index(minor), None
 
 
 _RECORD_KEY_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
-_NODE_GRES_RE = re.compile(r"(?:^| )Nodes=(?P<nodes>\S+) CPU_IDs=\S+ Mem=\S+ GRES=(?P<gres>\S*)")
-# The GPU entries of a detail GRES field (``gpu:a100:2(IDX:0-1),nic:1(IDX:0)``): other GRES have indexes of their own.
-_GPU_IDX_RE = re.compile(r"(?:^|\),|,)gpu(?=[:(])[^(,]*\(IDX:(?P<idx>[0-9,\-]*)\)")
 
 
 def parse_job(line):
@@ -421,13 +411,7 @@ def parse_job(line):
         key, sep, value = part.partition("=")
         if sep:
             fields.setdefault(key, value)
-    gres = {}
-    for match in _NODE_GRES_RE.finditer(line):
-        indexes = set()
-        for idx in _GPU_IDX_RE.finditer(match.group("gres")):
-            indexes |= set(_ranges(idx.group("idx")))
-        for node in expand(match.group("nodes")):
-            gres.setdefault(node, set()).update(indexes)
+    gres = job_gpu_indexes(line)
     comment = fields.get("Comment")
     return {"id": fields.get("JobId"), "target": fields.get("HetJobId") or fields.get("JobId"),
             "name": fields.get("JobName"), "user": fields.get("UserId", "").split("(")[0],
@@ -444,13 +428,6 @@ def comment_for(job, text, limit=COMMENT_MAX):
         own = own.split(" | ", 1)[1] if " | " in own else ""
     whole = "%s | %s" % (text, own) if own else text
     return whole[:limit]
-
-
-def _ranges(text):
-    for part in text.split(","):
-        low, _sep, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            yield from range(int(low), int(high or low) + 1)
 
 
 def _epoch(slurm_time):

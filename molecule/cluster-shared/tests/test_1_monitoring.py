@@ -13,6 +13,7 @@ import io
 import json
 import re
 import time
+import urllib.parse
 
 import pytest
 import yaml
@@ -134,7 +135,10 @@ def test_the_alert_rules_pass_their_unit_tests_and_are_the_tested_ones(scenario)
     assert live.content_string == head.file("/etc/prometheus/tests/gpucluster-alerts.yml").content_string
     head.run_expect([0], "promtool check rules /etc/prometheus/rules/gpucluster-alerts.yml")
     rules = yaml.safe_load(live.content_string)
-    assert {r["alert"] for g in rules["groups"] for r in g["rules"]} == ALERTS
+    assert {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r} == ALERTS
+    assert {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r} == {
+        "gpucluster:job_gpu_utilisation", "gpucluster:account_gpus_allocated", "gpucluster:account_gpus_busy",
+        "gpucluster:account_gpu_utilisation:avg"}
 
 
 def test_grafana_provisioning_and_dashboard_are_in_place(scenario):
@@ -221,7 +225,9 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
     assert ctl.service("gpucluster-slurm-metrics.timer").is_running
     submit = "runuser -u {user} -- sbatch --parsable -A {account} -p {partition} -t 5 -o /dev/null {gpus} --wrap 'sleep 300'"
     jobs = [ctl.check_output(submit.format(user="alice", account="research", partition="research",
-                                           gpus="-w %s --gpus-per-node=2" % h100)).strip(),
+                                           gpus="-w %s --gpus-per-node=2" % h100).replace(
+                                               "'sleep 300'", "'echo $SLURM_JOB_GPUS > /tmp/job-gpus-$SLURM_JOB_ID; "
+                                                              "sleep 300'")).strip(),
             ctl.check_output(submit.format(user="bob", account="development", partition="dev",
                                            gpus="-w %s --gpus=3" % h100)).strip(),
             ctl.check_output(submit.format(user="bob", account="development", partition="dev",
@@ -235,6 +241,8 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
                 break
             time.sleep(1)
         out = ctl.check_output("%s --print; echo ===; %s; echo ===; %s" % (SLURM_METRICS, SINFO, SQUEUE))
+        ctl.run_expect([0], "systemctl start gpucluster-slurm-metrics.service")   # not waiting for its timer
+        joined = _joined_in_prometheus(scenario, ctl, jobs[0], h100)
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
         ctl.run("scontrol update nodename=%s state=resume" % a100)
@@ -272,3 +280,43 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
                    ("development", "dev", "pending"): 6}, got
     assert rows[("slurm_node_out_of_service", (("node", a100), ("owner", "admin"), ("state", "IDLE+DRAIN")))] == 1
     assert rows[("slurm_nodes", (("state", "out_of_service"),))] == 1
+    # each GPU a job holds is one info series, named by the minor number Slurm gave the job itself ($SLURM_JOB_GPUS)
+    held = {(dict(l)["jobid"], dict(l)["node"], dict(l)["gpu"], dict(l)["account"], dict(l)["user"])
+            for (name, l), v in rows.items() if name == "slurm_job_gpu_info" and v == 1}
+    alice_gpus = scenario.host(h100).file("/tmp/job-gpus-%s" % jobs[0]).content_string.split()[0].split(",")
+    assert {(j, n, g) for j, n, g, _a, _u in held if j == jobs[0]} == {(jobs[0], h100, g) for g in alice_gpus}, held
+    assert {(a, u) for j, _n, _g, a, u in held if j == jobs[0]} == {("research", "alice")}
+    bob = {g for j, n, g, _a, _u in held if j == jobs[1]}
+    assert len(bob) == 3 and not bob & set(alice_gpus), held
+    assert not [k for k in rows if k[0] == "slurm_job_gpus_unmapped"], collected
+    # Prometheus joined DCGM's utilisation of those GPUs to the job (the gpucluster-jobs recording rules)
+    by_gpu, allocated = joined
+    assert set(by_gpu) == set(alice_gpus), joined
+    for gpu, (labels, value, dcgm) in by_gpu.items():
+        assert (labels["node"], labels["account"], labels["user"], labels["job"]) == (h100, "research", "alice", "dcgm")
+        assert value == dcgm, (gpu, value, dcgm)
+    assert allocated.get("research") == 2, allocated
+
+
+def _query(head, expr):
+    url = "http://localhost:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+    return json.loads(alerting.get(head, url))["data"]["result"]
+
+
+def _joined_in_prometheus(scenario, head, jobid, node, timeout=150):
+    """Once the collector's timer and Prometheus's scrape and rules have seen ``jobid``: {gpu: (labels, value, DCGM's
+    value at the same time)} of gpucluster:job_gpu_utilisation, and each team's gpucluster:account_gpus_allocated."""
+    deadline = time.monotonic() + timeout
+    while True:
+        series = _query(head, 'gpucluster:job_gpu_utilisation{jobid="%s"}' % jobid)
+        if len(series) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    by_gpu = {}
+    for item in series:
+        gpu = item["metric"]["gpu"]
+        dcgm = _query(head, 'DCGM_FI_DEV_GPU_UTIL{node="%s",gpu="%s"} @ %s' % (node, gpu, item["value"][0]))
+        by_gpu[gpu] = (item["metric"], float(item["value"][1]), float(dcgm[0]["value"][1]) if dcgm else None)
+    allocated = {i["metric"]["account"]: float(i["value"][1])
+                 for i in _query(head, "gpucluster:account_gpus_allocated")}
+    return by_gpu, allocated

@@ -21,6 +21,7 @@ def metric_names(expr):
     text = re.sub(r'"(\\.|[^"\\])*"', '""', expr)
     text = re.sub(r"\{[^}]*\}", " ", text)
     text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\boffset\s+[0-9]+[a-z]+", " ", text)
     text = re.sub(r"\$\w+", " ", text)
     text = _GROUPING.sub(" ", text)
     names = set()

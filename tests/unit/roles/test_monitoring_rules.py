@@ -22,9 +22,11 @@ ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable"
           "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
           "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
           "SlurmBreakerReached", "SlurmMetricsMissing"}
+RECORDS = {"gpucluster:job_gpu_utilisation", "gpucluster:account_gpus_allocated", "gpucluster:account_gpus_busy",
+           "gpucluster:account_gpu_utilisation:avg"}
 OTHER_THRESHOLDS = dict(
     monitoring_alert_gpu_temp_c=78, monitoring_alert_gpu_memory_used_pct=95, monitoring_alert_gpu_power_limit_pct=100,
-    monitoring_alert_gpu_util_low_pct=10, monitoring_alert_gpu_util_window="2h", monitoring_alert_gpu_allocated_fb_mib=0,
+    monitoring_alert_gpu_util_low_pct=10, monitoring_alert_gpu_util_window="2h", monitoring_gpu_busy_util_pct=50,
     monitoring_alert_xid_ignore=[], monitoring_alert_ecc_dbe_max=3, monitoring_alert_nvlink_errors_max=250,
     monitoring_alert_nvlink_window="10m", monitoring_alert_health_stale_s=600, monitoring_alert_for="90s",
     monitoring_alert_gpu_memory_for="1h", monitoring_alert_gpu_power_for="30m", monitoring_alert_exporter_down_for="1d")
@@ -52,43 +54,49 @@ def rules_of(path):
 def test_every_alert_is_there_with_a_severity_and_its_texts(tmp_path, overrides):
     rules, _tests = render(tmp_path, **overrides)
     found = rules_of(rules)
-    assert {r["alert"] for r in found} == ALERTS
-    for rule in found:
+    assert {r["alert"] for r in found if "alert" in r} == ALERTS
+    assert {r["record"] for r in found if "record" in r} == RECORDS
+    for rule in (r for r in found if "alert" in r):
         assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule
 
 
 def test_the_thresholds_reach_the_expressions(tmp_path):
     rules, _tests = render(tmp_path, **OTHER_THRESHOLDS)
-    by_name = {r["alert"]: r for r in rules_of(rules)}
+    by_name = {r.get("alert") or r["record"]: r for r in rules_of(rules)}
     assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 78"
     assert by_name["GpuTemperatureHigh"]["for"] == "90s"
     assert by_name["GpuXidError"]["expr"] == "DCGM_FI_DEV_XID_ERRORS > 0"
     assert "[10m]" in by_name["GpuNvlinkErrors"]["expr"] and by_name["GpuNvlinkErrors"]["expr"].endswith("> 250")
     assert by_name["NodeHealthCheckStale"]["expr"] == "time() - gpucluster_health_last_run_timestamp_seconds > 600"
+    assert by_name["gpucluster:account_gpus_busy"]["expr"].startswith(
+        "count by (account) (gpucluster:job_gpu_utilisation >= 50)")
+    assert "offset 2h" in by_name["GpuUtilisationLow"]["expr"] and "< 10 " in by_name["GpuUtilisationLow"]["expr"]
 
 
 def test_ignored_xids_are_left_out_of_the_expression(tmp_path):
     rules, _tests = render(tmp_path)
-    xid = [r for r in rules_of(rules) if r["alert"] == "GpuXidError"][0]
+    xid = [r for r in rules_of(rules) if r.get("alert") == "GpuXidError"][0]
     assert xid["expr"] == ("DCGM_FI_DEV_XID_ERRORS > 0 and DCGM_FI_DEV_XID_ERRORS != 13 and DCGM_FI_DEV_XID_ERRORS != 31"
                            " and DCGM_FI_DEV_XID_ERRORS != 43")
 
 
 def test_gpu_missing_covers_each_expected_count_and_is_absent_without_one(tmp_path):
     rules, _tests = render(tmp_path, counts=(4, 8))
-    missing = [r for r in rules_of(rules) if r["alert"] == "GpuMissing"][0]
+    missing = [r for r in rules_of(rules) if r.get("alert") == "GpuMissing"][0]
     assert 'expected_gpus="4"' in missing["expr"] and 'expected_gpus="8"' in missing["expr"]
     rules, _tests = render(tmp_path, counts=())
-    assert "GpuMissing" not in {r["alert"] for r in rules_of(rules)}
+    assert "GpuMissing" not in {r.get("alert") for r in rules_of(rules)}
 
 
 def test_the_rules_read_only_metrics_that_exist(tmp_path):
     rules, _tests = render(tmp_path)
-    used = set()
+    used, recorded = set(), {rule["record"] for rule in rules_of(rules) if "record" in rule}
     for rule in rules_of(rules):
         used |= metric_names(rule["expr"])
-    assert used - known_metrics() == set()
+    assert used - known_metrics() - recorded == set()
+    # the job rules read the collector's info series and DCGM's utilisation
+    assert {"slurm_job_gpu_info", "DCGM_FI_DEV_GPU_UTIL"} <= used
     # and they do read the health checker's status and age
     assert {"gpucluster_health_status", "gpucluster_health_last_run_timestamp_seconds"} <= used & health_metrics()
 
@@ -115,7 +123,7 @@ def test_promtool_checks_the_rules_and_their_tests_pass(tmp_path, counts, overri
 
 @needs_promtool
 @pytest.mark.parametrize("wrong", [{"monitoring_alert_gpu_temp_c": 95}, {"monitoring_alert_xid_ignore": [79]},
-                                   {"monitoring_alert_gpu_util_low_pct": 30}])
+                                   {"monitoring_alert_gpu_util_low_pct": 30}, {"monitoring_gpu_busy_util_pct": 90}])
 def test_the_tests_catch_rules_that_do_not_match_the_thresholds(tmp_path, wrong):
     _rules, tests = render(tmp_path, rules_overrides=wrong)
     run = subprocess.run([PROMTOOL, "test", "rules", tests], capture_output=True, text=True, check=False)

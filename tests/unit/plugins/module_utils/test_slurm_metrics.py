@@ -109,3 +109,39 @@ def test_the_text_is_node_exporters_format_with_help_and_type_once():
     for line in text.splitlines():
         assert line.startswith("#") or re.match(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)+\})? -?[0-9.e+-]+$', line), line
     assert 'slurm_node_out_of_service{node="gpu01",owner="admin",state="IDLE+DRAIN"} 1' in text
+
+
+# scontrol -o -d show job: the detail fields give each node's GRES indexes (a 2-node job of --gpus-per-node=2, one
+# job on one GPU, one pending job: no detail, nothing held).
+JOBS_DETAIL = (
+    "JobId=21 JobName=train UserId=alice(2001) Account=research JobState=RUNNING Reason=None Partition=research "
+    "NodeList=gpu[01-02] ReqTRES=cpu=2,node=2,gres/gpu=4 AllocTRES=cpu=2,node=2,gres/gpu=4 TresPerNode=gres/gpu:2 "
+    "Nodes=gpu[01-02] CPU_IDs=0 Mem=0 GRES=gpu:h100:2(IDX:1-2) MinCPUsNode=1\n"
+    "JobId=22 JobName=x y UserId=bob(2002) Account=development JobState=RUNNING Reason=None Partition=dev "
+    "AllocTRES=cpu=1,gres/gpu=1 Nodes=gpu01 CPU_IDs=1 Mem=0 GRES=gpu:h100:1(IDX:0),nic:1(IDX:0)\n"
+    "JobId=23 JobName=wrap UserId=bob(2002) Account=development JobState=RUNNING Reason=None Partition=dev "
+    "AllocTRES=cpu=1,gres/gpu=1 Nodes=gpu03 CPU_IDs=1 Mem=0 GRES=gpu:1(IDX:0)\n"
+    "JobId=24 JobName=wrap UserId=bob(2002) Account=development JobState=PENDING Reason=Resources Partition=dev "
+    "ReqTRES=cpu=1,gres/gpu=8\n")
+GRES = ("NodeName=gpu[01-02] Name=gpu Type=h100 File=/dev/nvidia[0-1]\nNodeName=gpu[01-02] Name=gpu Type=h100 "
+        "File=/dev/nvidia[4-5]\nNodeName=gpu03 AutoDetect=nvml\n")
+
+
+def test_each_gpu_a_job_holds_is_one_info_series_named_by_its_minor_number():
+    rows = metrics.collect(jobs=metrics.parse_jobs(JOBS_DETAIL), gres_text=GRES)
+    info = sorted((l["node"], l["gpu"], l["jobid"], l["account"], l["user"], l["partition"])
+                  for n, l, v in rows if n == "slurm_job_gpu_info" and v == 1)
+    # GRES index 2 of gpu01 is gres.conf's third file, /dev/nvidia4; the 2-node job is on both nodes
+    assert info == [("gpu01", "0", "22", "development", "bob", "dev"), ("gpu01", "1", "21", "research", "alice", "research"),
+                    ("gpu01", "4", "21", "research", "alice", "research"),
+                    ("gpu02", "1", "21", "research", "alice", "research"),
+                    ("gpu02", "4", "21", "research", "alice", "research")]
+    # gpu03 detects its GPUs (AutoDetect): its index cannot be named, it is counted instead
+    assert [(l, v) for n, l, v in rows if n == "slurm_job_gpus_unmapped"] == [({"node": "gpu03"}, 1)]
+    # no gres.conf at all: every held GPU unmapped, none invented
+    rows = metrics.collect(jobs=metrics.parse_jobs(JOBS_DETAIL), gres_text="")
+    assert not [r for r in rows if r[0] == "slurm_job_gpu_info"]
+    assert sum(v for n, l, v in rows if n == "slurm_job_gpus_unmapped") == 6
+    text = metrics.render(metrics.collect(jobs=metrics.parse_jobs(JOBS_DETAIL), gres_text=GRES), {"jobs": True}, 0)
+    assert ('slurm_job_gpu_info{account="research",gpu="4",jobid="21",node="gpu02",partition="research",user="alice"} 1'
+            in text)
