@@ -4,6 +4,7 @@
 import json
 import re
 import shlex
+import urllib.parse
 from datetime import datetime
 
 WEBHOOK_LOG = "/var/lib/gpucluster-tests/webhook.jsonl"
@@ -27,6 +28,21 @@ def received(head, since=0.0):
         for alert in document["body"].get("alerts", []):
             out.append(dict(alert, received=document["received"], receiver=document["body"].get("receiver")))
     return out
+
+
+POST = ("python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
+        "data=sys.argv[2].encode(), headers={\"Content-Type\": \"application/json\"}))' %s %s")
+
+
+def post_alerts(head, alerts):
+    """Send ``alerts`` (Alertmanager API v2 postable alerts) to Alertmanager, as Prometheus does."""
+    head.run_expect([0], POST % (shlex.quote(ALERTMANAGER + "/api/v2/alerts"), shlex.quote(json.dumps(alerts))))
+
+
+def alerts(head, alertname):
+    """Alertmanager's alerts named ``alertname``, with their status (``state``, ``inhibitedBy``, ``silencedBy``)."""
+    query = urllib.parse.quote('alertname="%s"' % alertname)
+    return json.loads(get(head, ALERTMANAGER + "/api/v2/alerts?filter=" + query))
 
 
 def silences(head):

@@ -243,6 +243,7 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
         out = ctl.check_output("%s --print; echo ===; %s; echo ===; %s" % (SLURM_METRICS, SINFO, SQUEUE))
         ctl.run_expect([0], "systemctl start gpucluster-slurm-metrics.service")   # not waiting for its timer
         joined = _joined_in_prometheus(scenario, ctl, jobs[0], h100)
+        inhibited = _inhibition_of_an_admin_drain(ctl, a100, h100)
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
         ctl.run("scontrol update nodename=%s state=resume" % a100)
@@ -296,6 +297,12 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
         assert (labels["node"], labels["account"], labels["user"], labels["job"]) == (h100, "research", "alice", "dcgm")
         assert value == dcgm, (gpu, value, dcgm)
     assert allocated.get("research") == 2, allocated
+    # Alertmanager itself: the admin-drained node's SlurmNodeDrainedByAdmin mutes a warning of that node, not the
+    # same warning of a node in service, which reaches the receiver
+    by_node, arrived = inhibited
+    assert by_node[a100]["state"] == "suppressed" and by_node[a100]["inhibitedBy"], by_node
+    assert by_node[h100]["state"] == "active" and not by_node[h100]["inhibitedBy"], by_node
+    assert arrived == {h100}, arrived
 
 
 def _query(head, expr):
@@ -320,3 +327,29 @@ def _joined_in_prometheus(scenario, head, jobid, node, timeout=150):
     allocated = {i["metric"]["account"]: float(i["value"][1])
                  for i in _query(head, "gpucluster:account_gpus_allocated")}
     return by_gpu, allocated
+
+
+def _inhibition_of_an_admin_drain(head, drained, in_service, timeout=120):
+    """Once Alertmanager has ``drained``'s SlurmNodeDrainedByAdmin: a warning posted for each node, Alertmanager's
+    status of each ({node: status}) and the nodes whose warning reached the test receiver; the warnings are resolved
+    after."""
+    deadline = time.monotonic() + timeout
+    while not [a for a in alerting.alerts(head, "SlurmNodeDrainedByAdmin") if a["labels"].get("node") == drained]:
+        assert time.monotonic() < deadline, alerting.alerts(head, "SlurmNodeDrainedByAdmin")
+        time.sleep(3)
+    since = time.time()
+    name = "GpuclusterTestInhibition"
+    warnings = [{"labels": {"alertname": name, "node": node, "severity": "warning"}} for node in (drained, in_service)]
+    alerting.post_alerts(head, warnings)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            arrived = {a["labels"]["node"] for a in alerting.received(head, since) if a["labels"]["alertname"] == name}
+            if in_service in arrived or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        by_node = {a["labels"]["node"]: a["status"] for a in alerting.alerts(head, name)}
+    finally:
+        ended = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        alerting.post_alerts(head, [dict(w, endsAt=ended) for w in warnings])
+    return by_node, arrived
