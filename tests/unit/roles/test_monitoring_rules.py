@@ -64,7 +64,7 @@ def test_every_alert_is_there_with_a_severity_and_its_texts(tmp_path, overrides)
 def test_the_thresholds_reach_the_expressions(tmp_path):
     rules, _tests = render(tmp_path, **OTHER_THRESHOLDS)
     by_name = {r.get("alert") or r["record"]: r for r in rules_of(rules)}
-    assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 78"
+    assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP >= 78"
     assert by_name["GpuTemperatureHigh"]["for"] == "90s"
     assert by_name["GpuXidError"]["expr"] == "DCGM_FI_DEV_XID_ERRORS > 0"
     assert "[10m]" in by_name["GpuNvlinkErrors"]["expr"] and by_name["GpuNvlinkErrors"]["expr"].endswith("> 250")
