@@ -947,6 +947,16 @@ def fault_gpu_in_use(node, fault):
     node.gpu_users[index] = str(fault.get("value") or "python3")
 
 
+def fault_gpu_busy(node, fault):
+    """A job's kernels keep the GPU busy: utilisation at value % (default 95) on one GPU (gpu) or every GPU."""
+    busy = _number(fault, 95)
+    if not 0 <= busy <= 100:
+        raise SimError(2, stderr="gpusim: fault gpu_busy: value %r is not a percentage\n" % busy)
+    for gpu in [_gpu(node, fault)] if fault.get("gpu") is not None else node.gpus:
+        gpu["util"] = {"gpu": busy, "memory": busy // 2}
+        gpu["reasons"]["gpu_idle"] = busy == 0
+
+
 def fault_dcgm_fail(node, fault):
     """A DCGM diagnostic test fails on one GPU (value = test, default Memory)."""
     gpu = _gpu(node, fault)
@@ -973,7 +983,7 @@ FAULTS = dict((name, (function.__doc__.strip().split("\n")[0], function)) for na
     ("row_remap_pending", fault_row_remap_pending), ("row_remap_failure", fault_row_remap_failure),
     ("nvlink_inactive", fault_nvlink_inactive), ("nvlink_errors", fault_nvlink_errors),
     ("nvlink_degraded", fault_nvlink_degraded), ("fabricmanager_version", fault_fabricmanager_version),
-    ("gpu_in_use", fault_gpu_in_use),
+    ("gpu_in_use", fault_gpu_in_use), ("gpu_busy", fault_gpu_busy),
     ("pcie_downgraded", fault_pcie_downgraded), ("gpu_hot", fault_gpu_hot), ("memory_hot", fault_memory_hot),
     ("power_over_limit", fault_power_over_limit), ("power_capped", fault_power_capped),
     ("clock_hw_slowdown", fault_clock_hw_slowdown), ("clock_thermal", fault_clock_thermal),

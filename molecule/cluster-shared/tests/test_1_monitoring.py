@@ -1,7 +1,9 @@
 """The monitoring roles as the site run left them (Debian 13's cluster, which runs them all): node_exporter with the
 textfile collector on every node, dcgm-exporter on the GPU nodes with a counters file its checker passes, DCGM left
 out where no repository offers it, Prometheus's rendered and checked config and its tested alert rules, Grafana's
-provisioning; and bad input to the monitoring and dcgm roles refused before anything changes. The alerting path (a
+provisioning; the Slurm collector against squeue and sinfo, its one info series per GPU a job holds, Prometheus's
+join of DCGM's utilisation to the jobs and teams (one job busy, one idle), and Alertmanager's inhibition of an
+admin-drained node's warnings; and bad input to the monitoring and dcgm roles refused before anything changes. The alerting path (a
 fault to the test receiver through Alertmanager, the node label) is test_0_site.py's; the scrape targets up too.
 
 These were the monitoring role scenario's (molecule/monitoring, folded into the cluster by issue 53); its Debian 12
@@ -20,6 +22,7 @@ import yaml
 
 import alerting
 from bad_input import MUST_NOT_CHANGE, assert_refused_before_change, snapshot
+from conftest import set_faults
 
 pytestmark = pytest.mark.release("debian13")
 
@@ -190,6 +193,8 @@ def test_bad_input_fails_in_preflight(scenario, tmp_path, name, role, group, var
 
 # The Slurm collector (gpucluster-slurm-metrics, installed by the slurm role on the primary controller) -------------
 
+# The utilisation the simulator gives a busy job's GPUs (over monitoring_gpu_busy_util_pct, 10).
+BUSY_PCT = 80
 SLURM_METRICS = "/usr/local/lib/gpucluster-slurm-metrics/bin/gpucluster-slurm-metrics"
 SQUEUE = ("squeue -h -t PENDING,RUNNING,COMPLETING -O "
           "'JobID:20,Account:30,Partition:30,State:20,tres-per-job:40,tres-per-node:40,tres-per-task:40,NumNodes:10,"
@@ -241,12 +246,16 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
                 break
             time.sleep(1)
         out = ctl.check_output("%s --print; echo ===; %s; echo ===; %s" % (SLURM_METRICS, SINFO, SQUEUE))
+        # alice's job keeps its GPUs busy (the simulator's gpu_busy on them), bob's leaves his idle
+        alice_gpus = _job_gpus(scenario.host(h100), jobs[0])
+        set_faults(scenario, h100, [{"name": "gpu_busy", "gpu": int(g), "value": BUSY_PCT} for g in alice_gpus])
         ctl.run_expect([0], "systemctl start gpucluster-slurm-metrics.service")   # not waiting for its timer
-        joined = _joined_in_prometheus(scenario, ctl, jobs[0], h100)
+        joined = _joined_in_prometheus(ctl, jobs[0], h100)
         inhibited = _inhibition_of_an_admin_drain(ctl, a100, h100)
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
         ctl.run("scontrol update nodename=%s state=resume" % a100)
+        set_faults(scenario, h100, [])
     collected, sinfo, squeue = out.split("===\n")
     rows = _metric_rows(collected)
     assert {v for (name, labels), v in rows.items() if name == "slurm_collector_source_up"} == {1.0}, collected
@@ -284,19 +293,19 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
     # each GPU a job holds is one info series, named by the minor number Slurm gave the job itself ($SLURM_JOB_GPUS)
     held = {(dict(l)["jobid"], dict(l)["node"], dict(l)["gpu"], dict(l)["account"], dict(l)["user"])
             for (name, l), v in rows.items() if name == "slurm_job_gpu_info" and v == 1}
-    alice_gpus = scenario.host(h100).file("/tmp/job-gpus-%s" % jobs[0]).content_string.split()[0].split(",")
     assert {(j, n, g) for j, n, g, _a, _u in held if j == jobs[0]} == {(jobs[0], h100, g) for g in alice_gpus}, held
     assert {(a, u) for j, _n, _g, a, u in held if j == jobs[0]} == {("research", "alice")}
     bob = {g for j, n, g, _a, _u in held if j == jobs[1]}
     assert len(bob) == 3 and not bob & set(alice_gpus), held
     assert not [k for k in rows if k[0] == "slurm_job_gpus_unmapped"], collected
-    # Prometheus joined DCGM's utilisation of those GPUs to the job (the gpucluster-jobs recording rules)
-    by_gpu, allocated = joined
+    # Prometheus joined DCGM's utilisation of those GPUs to the job (the gpucluster-jobs recording rules), and counts
+    # each team's held and busy GPUs: research's 2 busy, development's 3 idle
+    by_gpu, teams = joined
     assert set(by_gpu) == set(alice_gpus), joined
     for gpu, (labels, value, dcgm) in by_gpu.items():
         assert (labels["node"], labels["account"], labels["user"], labels["job"]) == (h100, "research", "alice", "dcgm")
-        assert value == dcgm, (gpu, value, dcgm)
-    assert allocated.get("research") == 2, allocated
+        assert value == dcgm == BUSY_PCT, (gpu, value, dcgm)
+    assert teams == {"research": (2, 2), "development": (3, 0)}, teams
     # Alertmanager itself: the admin-drained node's SlurmNodeDrainedByAdmin mutes a warning of that node, not the
     # same warning of a node in service, which reaches the receiver
     by_node, arrived = inhibited
@@ -310,13 +319,24 @@ def _query(head, expr):
     return json.loads(alerting.get(head, url))["data"]["result"]
 
 
-def _joined_in_prometheus(scenario, head, jobid, node, timeout=150):
-    """Once the collector's timer and Prometheus's scrape and rules have seen ``jobid``: {gpu: (labels, value, DCGM's
-    value at the same time)} of gpucluster:job_gpu_utilisation, and each team's gpucluster:account_gpus_allocated."""
+def _job_gpus(node, jobid, timeout=20):
+    """The minor numbers Slurm gave the job on ``node``, as its batch script wrote them ($SLURM_JOB_GPUS)."""
+    deadline = time.monotonic() + timeout
+    while not node.file("/tmp/job-gpus-%s" % jobid).exists:
+        assert time.monotonic() < deadline, "job %s wrote no /tmp/job-gpus-%s on its node" % (jobid, jobid)
+        time.sleep(1)
+    return node.file("/tmp/job-gpus-%s" % jobid).content_string.split()[0].split(",")
+
+
+def _joined_in_prometheus(head, jobid, node, timeout=150):
+    """Once the collector, the stand-in DCGM exporter and Prometheus's scrape and rules have seen ``jobid`` busy:
+    {gpu: (labels, value, DCGM's value at the same time)} of its gpucluster:job_gpu_utilisation, and each team's
+    (gpucluster:account_gpus_allocated, gpucluster:account_gpus_busy)."""
     deadline = time.monotonic() + timeout
     while True:
         series = _query(head, 'gpucluster:job_gpu_utilisation{jobid="%s"}' % jobid)
-        if len(series) == 2 or time.monotonic() > deadline:
+        busy = {i["metric"]["account"]: float(i["value"][1]) for i in _query(head, "gpucluster:account_gpus_busy")}
+        if len(series) == 2 and busy.get("research") == 2 or time.monotonic() > deadline:
             break
         time.sleep(3)
     by_gpu = {}
@@ -324,9 +344,9 @@ def _joined_in_prometheus(scenario, head, jobid, node, timeout=150):
         gpu = item["metric"]["gpu"]
         dcgm = _query(head, 'DCGM_FI_DEV_GPU_UTIL{node="%s",gpu="%s"} @ %s' % (node, gpu, item["value"][0]))
         by_gpu[gpu] = (item["metric"], float(item["value"][1]), float(dcgm[0]["value"][1]) if dcgm else None)
-    allocated = {i["metric"]["account"]: float(i["value"][1])
-                 for i in _query(head, "gpucluster:account_gpus_allocated")}
-    return by_gpu, allocated
+    teams = {i["metric"]["account"]: (float(i["value"][1]), busy.get(i["metric"]["account"]))
+             for i in _query(head, "gpucluster:account_gpus_allocated")}
+    return by_gpu, teams
 
 
 def _inhibition_of_an_admin_drain(head, drained, in_service, timeout=120):

@@ -54,6 +54,7 @@ EXPECTED_OUTPUTS = {
     "fabricmanager_down": {"xml", "text", "fm", "nccl"},
     "fabricmanager_version:value=550.54.15": {"xml", "text", "fm", "nccl"},
     "nvlink_degraded:gpu=1,value=recoverable": {"nvlink_s", "topo", "nccl"} | DCGM,
+    "gpu_busy:gpu=1": GPU_STATE | {"table"},
     "gpu_in_use:gpu=1": set(),   # shows in nvidia-smi -r only (test_gpusim_services.py)
     "dcgm_fail:gpu=1": DCGM,
     "nccl_low_bw": {"nccl"},
@@ -167,6 +168,7 @@ def csv_rows(text):
     ("clock_thermal:gpu=1", "clocks_event_reasons.sw_thermal_slowdown", "Active"),
     ("clock_power_brake:gpu=1", "clocks_event_reasons.hw_power_brake_slowdown", "Active"),
     ("wrong_model:gpu=1,value=NVIDIA H800", "name", "NVIDIA H800"),
+    ("gpu_busy:gpu=1,value=77", "utilization.gpu [%]", "77 %"),
 ])
 def test_csv_shows_the_fault_on_its_gpu(spec, column, value, profile, outputs):
     rows = csv_rows(outputs(profile(), [spec])["csv"])

@@ -100,3 +100,10 @@ def test_injected_fault_is_found(tmp_path, profile, fault):
     match = [f for f in found if f[0] == code and f[1] == severity and (target is None or f[2] == target)]
     assert match, "%s on %s: expected %s/%s/%s, found %s" % (fault, profile, code, severity, target, found)
     assert result["exit_code"] == {"warning": 1, "error": 2}[severity] or result["status"] == "error"
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_busy_gpu_is_healthy(tmp_path, profile):
+    """gpu_busy (a job's kernels at 80 %) is load, not a fault: the checker finds nothing above ok."""
+    result = check(bundle(tmp_path, profile, ["gpu_busy:gpu=2,value=80"]), profile)
+    assert result["status"] == "ok", result["findings"]
