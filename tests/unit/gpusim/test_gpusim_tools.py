@@ -264,7 +264,7 @@ def test_main_dispatches_on_the_program_name(profile):
 def test_faults_lists_every_fault():
     rc, out, _err = gpusim.main(["gpusim", "faults"], {})
     assert rc == 0 and [line.split()[0] for line in out.splitlines()] == list(gpusim.FAULTS)
-    assert len(gpusim.FAULTS) == 38
+    assert len(gpusim.FAULTS) == 39
 
 
 @pytest.mark.parametrize("args, rc, text", [
