@@ -16,7 +16,7 @@ import re
 import shlex
 
 from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import (
-    SpecError, UNLIMITED, did_you_mean, format_time, parse_duration)
+    SpecError, UNLIMITED, did_you_mean, format_time, parse_duration, record_fields)
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import next_period_start
 
 __metaclass__ = type
@@ -491,19 +491,12 @@ REASON_COUNTERS = {
 # Slurm's names of the counters, for the words.
 COUNTER_NAMES = {"grp_tres": "GrpTRES", "grp_tres_mins": "GrpTRESMins", "grp_tres_run_mins": "GrpTRESRunMins"}
 COUNTER_USE = {"grp_tres": "in use", "grp_tres_mins": "used", "grp_tres_run_mins": "booked"}
-_RECORD_SPLIT_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
 def parse_scontrol_record(text):
     """The first record of ``scontrol -o show job ID`` as a dict of its fields (a value may hold spaces: a field
     starts where a space is followed by ``Name=``)."""
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    record = {}
-    for field in _RECORD_SPLIT_RE.split(line.strip()):
-        key, sep, value = field.partition("=")
-        if sep:
-            record.setdefault(key, value)
-    return record
+    return record_fields(next((line for line in text.splitlines() if line.strip()), ""))
 
 
 def parse_tres(text):

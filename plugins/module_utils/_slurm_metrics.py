@@ -32,7 +32,7 @@ import re
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _slurm_nodes
 from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import gres_minors
-from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes, record_fields
 
 NODE_ARGV = ["scontrol", "-o", "-d", "show", "node"]
 JOB_ARGV = ["scontrol", "-o", "-d", "show", "job"]
@@ -43,8 +43,6 @@ HOLDING = ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "CONFIGURING")
 # The owner label of a node out of service without the collection's marker: drained by a person, or down by Slurm.
 ADMIN, NONE = "admin", ""
 
-# A job record: fields start where a blank is followed by Name= (a value may hold blanks: the job's name).
-_RECORD_SPLIT_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9:/_]*=)")
 # One GRES entry of Gres or GresUsed: gpu[:type]:count[(S:..)|(IDX:..)].
 _GRES_RE = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
@@ -98,11 +96,7 @@ def parse_jobs(text):
         line = line.strip()
         if not line.startswith("JobId="):
             continue
-        record = {}
-        for field in _RECORD_SPLIT_RE.split(line):
-            key, sep, value = field.partition("=")
-            if sep:
-                record.setdefault(key, value)
+        record = record_fields(line)
         state = record.get("JobState", "")
         holding = state in HOLDING
         gpus = tres_gpus(record.get("AllocTRES", "")) if holding else tres_gpus(record.get("ReqTRES", ""))

@@ -187,6 +187,22 @@ def parse_tres(text):
     return result
 
 
+# A field of a one-line scontrol record starts where a blank is followed by ``Name=`` (a value may hold blanks: a job's
+# name, a comment).
+_RECORD_SPLIT_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+
+
+def record_fields(line):
+    """One line of ``scontrol -o show job`` (``-d`` too) as ``{key: value}``; a key seen twice keeps its first value
+    (the detail fields repeat ``Nodes=``...)."""
+    fields = {}
+    for part in _RECORD_SPLIT_RE.split((line or "").strip()):
+        key, sep, value = part.partition("=")
+        if sep:
+            fields.setdefault(key, value)
+    return fields
+
+
 # A job's detail fields (``scontrol -o -d show job``), one group per node set: ``Nodes=gpu[01-02] CPU_IDs=0-3 Mem=0
 # GRES=gpu:a100:2(IDX:0-1)``; in GRES= the GPU entries (other GRES, ``nic:1(IDX:0)``, have indexes of their own).
 _NODE_GRES_RE = re.compile(r"(?:^| )Nodes=(?P<nodes>\S+) CPU_IDs=\S+ Mem=\S+ GRES=(?P<gres>\S*)")

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import subprocess
 import time
@@ -43,7 +42,7 @@ from ansible_collections.gpucluster.ops.plugins.module_utils import _health_chec
 from ansible_collections.gpucluster.ops.plugins.module_utils import _kernlog
 from ansible_collections.gpucluster.ops.plugins.module_utils._cdi import gres_minors
 from ansible_collections.gpucluster.ops.plugins.module_utils._parse_util import normalize_bus_id
-from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes
+from ansible_collections.gpucluster.ops.plugins.module_utils._slurm_values import job_gpu_indexes, record_fields
 
 STATE_VERSION = 1
 # Actions kept in the state file (the newest), for a person and the bench.
@@ -399,18 +398,13 @@ def gres_index(gres_text, node, minor):
     return minors.index(minor), None
 
 
-_RECORD_KEY_RE = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
 def parse_job(line):
     """One line of ``scontrol -o -d show job``: ``{"id", "target", "state", "requeue", "batch", "end", "comment",
     "gres": {node: {idx}}}``. ``gres``: the GPU indexes of the job on each node, from the detail fields ``Nodes=...
     GRES=gpu:x:2(IDX:0-1)``; ``target``: what ``scontrol requeue`` takes, the leader of a heterogeneous job."""
-    fields = {}
-    for part in _RECORD_KEY_RE.split(line.strip()):
-        key, sep, value = part.partition("=")
-        if sep:
-            fields.setdefault(key, value)
+    fields = record_fields(line)
     gres = job_gpu_indexes(line)
     comment = fields.get("Comment")
     return {"id": fields.get("JobId"), "target": fields.get("HetJobId") or fields.get("JobId"),
