@@ -398,8 +398,6 @@ def gres_index(gres_text, node, minor):
     return minors.index(minor), None
 
 
-
-
 def parse_job(line):
     """One line of ``scontrol -o -d show job``: ``{"id", "target", "state", "requeue", "batch", "end", "comment",
     "gres": {node: {idx}}}``. ``gres``: the GPU indexes of the job on each node, from the detail fields ``Nodes=...
