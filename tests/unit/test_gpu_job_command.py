@@ -5,12 +5,15 @@ files of tests/unit/fixtures/gpu_job, so a test sees exactly what the command as
 input must give one line on stderr, exit 2 and call no Slurm program at all.
 """
 
+import http.server
 import json
 import os
 import pwd
 import re
 import subprocess
 import sys
+import threading
+import urllib.parse
 
 import pytest
 
@@ -528,3 +531,67 @@ def test_why_of_an_array_task_and_a_held_job(env):
     eligible_later = HELD_JOB.replace("QOSGrpGRES", "BeginTime")
     rc, out, err, _calls = _run(_why_env(env, FAKE_SCONTROL_JOB=eligible_later, FAKE_SPRIO="\n"), "why", "4301")
     assert (rc, err) == (0, "") and "priority: 7000 (sprio gives no factors for it" in out, out + err
+
+
+class _FakePrometheus(http.server.BaseHTTPRequestHandler):
+    """Prometheus's /api/v1/query for gpu-job usage --team: research's 2 GPUs busy, one idle job of training."""
+    seen = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
+        self.seen.append(query)
+        result = []
+        if "account_gpus_allocated" in query or "account_gpus_busy" in query:
+            result = [{"metric": {"account": "research"}, "value": [0, "120"]}]
+        if "account_gpus_allocated" in query or "account_gpus_idle" in query:
+            result.append({"metric": {"account": "training"}, "value": [0, "480"]})
+        if "job_gpus" in query:
+            result = [{"metric": {"jobid": "4501", "account": "training", "user": USER}, "value": [0, "480"]}]
+        if "slurm_jobs_known" in query or "vector(1)" in query:
+            result = [{"metric": {}, "value": [0, "60"]}]
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(env):
+    """Issue 53: gpu-job usage --team: per team of the user GPU-hours held, busy and idle, and the most idle jobs,
+    from Prometheus's recorded series (the same model as playbooks/team_usage.yml); only the user's own teams."""
+    with open(env["GPU_JOB_CONFIG"]) as handle:
+        config = json.load(handle)
+    rc, _out, err, _calls = _run(env, "usage", "--team")
+    assert rc == 1 and "has no Prometheus to ask (the admins set user_tools_prometheus_url)" in err
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config["gpu_use"] = {"prometheus_url": "http://127.0.0.1:%d" % server.server_address[1], "step_s": 60,
+                             "busy_util_pct": 10, "top": 5}
+        with open(env["GPU_JOB_CONFIG"], "w") as handle:
+            json.dump(config, handle)
+        _FakePrometheus.seen = []
+        rc, out, err, calls = _run(env, "usage", "--team", "--since", "2026-12-01T10:00")
+        assert (rc, err, calls) == (0, "", []), err
+        assert all('account=~"research|training"' in q for q in _FakePrometheus.seen if "account" in q), \
+            _FakePrometheus.seen
+        lines = out.splitlines()
+        assert lines[0].startswith("GPUs held by Slurm jobs from 2026-12-01 10:00:00 to ")
+        assert lines[3].split() == ["research", "2.00", "2.00", "0.00", "0.0", "0.00"]
+        assert lines[4].split() == ["training", "8.00", "0.00", "8.00", "100.0", "0.00"]
+        assert "  job 4501 of %s (training): 8.00 idle of 8.00 GPU-hours held" % USER in lines
+        rc, out, err, _calls = _run(env, "usage", "--team", "research", "--json", "--since", "2026-12-01")
+        assert rc == 0, err
+        assert set(json.loads(out)["teams"]) == {"research"} and json.loads(out)["threshold_pct"] == 10
+        assert all('account=~"research"' in q for q in _FakePrometheus.seen[-7:] if "account" in q)
+        rc, _out, err, _calls = _run(env, "usage", "--team", "other")
+        assert rc == 2 and "is not a member of team other" in err
+        rc, _out, err, _calls = _run(env, "usage", "--team", "--since", "2026-12-01 10:00")
+        assert rc == 2 and "or a time as YYYY-MM-DDTHH:MM[:SS]" in err
+        rc, _out, err, _calls = _run(env, "usage", "--json")
+        assert rc == 2 and "--json goes with --team" in err
+    finally:
+        server.shutdown()

@@ -162,8 +162,14 @@ def test_usage_report_playbook(scenario, workload, tmp_path):
     del workload  # after the jobs, so that there is usage to report
     report = tmp_path / "usage.json"
     rc, out = scenario.playbook(tmp_path, os.path.join(ROOT, "playbooks", "team_usage.yml"),
-                                extra_vars={"team_usage_json_file": str(report)})
+                                extra_vars={"team_usage_json_file": str(report), "team_usage_gpu_use_step": 10})
     assert rc == 0, out
+    # issue 53: and how busy the teams' held GPUs were, from the head's Prometheus (the model of gpu-job usage --team,
+    # whose figures test_1_monitoring checks against two jobs): since the first of the month, of which Prometheus
+    # knew the cluster's short life only, which the report says
+    gpu_use = json.loads(report.read_text())["gpu_use"]
+    assert set(gpu_use["teams"]) == {"research", "development"} and 0 < gpu_use["coverage"] < 1, gpu_use
+    assert "GPUs held by Slurm jobs from " in out and "partial: Prometheus knew Slurm's jobs for" in out, out
     research = scenario.group_vars["all"]["team_quota_teams"]["research"]
     assert re.search(r"research\s+month\s+%s\s+[0-9.]+\s+[0-9.]+%%\s+[0-9.]+\s+0/16"
                      % research["gpu_hours"].split("/")[0], out), out

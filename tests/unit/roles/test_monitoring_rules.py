@@ -23,7 +23,8 @@ ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable"
           "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
           "SlurmBreakerReached", "SlurmMetricsMissing"}
 RECORDS = {"gpucluster:job_gpu_utilisation", "gpucluster:account_gpus_allocated", "gpucluster:account_gpus_busy",
-           "gpucluster:account_gpu_utilisation:avg"}
+           "gpucluster:account_gpu_utilisation:avg", "gpucluster:account_gpus_idle", "gpucluster:job_gpus_allocated",
+           "gpucluster:job_gpus_idle", "gpucluster:slurm_jobs_known"}
 OTHER_THRESHOLDS = dict(
     monitoring_alert_gpu_temp_c=78, monitoring_alert_gpu_memory_used_pct=95, monitoring_alert_gpu_power_limit_pct=100,
     monitoring_alert_gpu_util_low_pct=10, monitoring_alert_gpu_util_window="2h", monitoring_gpu_busy_util_pct=50,
@@ -71,6 +72,8 @@ def test_the_thresholds_reach_the_expressions(tmp_path):
     assert by_name["NodeHealthCheckStale"]["expr"] == "time() - gpucluster_health_last_run_timestamp_seconds > 600"
     assert by_name["gpucluster:account_gpus_busy"]["expr"].startswith(
         "count by (account) (gpucluster:job_gpu_utilisation >= 50)")
+    assert by_name["gpucluster:job_gpus_idle"]["expr"].startswith(
+        "count by (jobid, account, user) (gpucluster:job_gpu_utilisation < 50)")
     assert "offset 2h" in by_name["GpuUtilisationLow"]["expr"] and "< 10 " in by_name["GpuUtilisationLow"]["expr"]
 
 

@@ -166,3 +166,23 @@ def test_the_fallback_for_the_registrys_port_is_the_image_registry_roles_default
     with open(os.path.join(ROOT, "roles", "user_tools", "vars", "main.yml")) as handle:
         fallback = yaml.safe_load(handle)["__user_tools_site_registry"]
     assert "(image_registry_port | default(%d))" % default in fallback
+
+
+def test_the_fallbacks_for_prometheus_and_the_busy_threshold_are_the_monitoring_roles_defaults():
+    """gpu-job usage --team (and playbooks/team_usage.yml) find Prometheus and say the busy threshold as the
+    monitoring role's defaults give them where the inventory sets neither: held equal here."""
+    import yaml
+    with open(os.path.join(ROOT, "roles", "monitoring", "defaults", "main.yml")) as handle:
+        monitoring = yaml.safe_load(handle)
+    with open(os.path.join(ROOT, "roles", "user_tools", "vars", "main.yml")) as handle:
+        found = yaml.safe_load(handle)["__user_tools_prometheus_url"]
+    with open(os.path.join(ROOT, "roles", "user_tools", "defaults", "main.yml")) as handle:
+        threshold = yaml.safe_load(handle)["user_tools_gpu_busy_util_pct"]
+    assert "monitoring_prometheus_listen_address | default('%s')" % monitoring["monitoring_prometheus_listen_address"] \
+        in found
+    assert threshold == "{{ monitoring_gpu_busy_util_pct | default(%d) }}" % monitoring["monitoring_gpu_busy_util_pct"]
+    with open(os.path.join(ROOT, "playbooks", "team_usage.yml")) as handle:
+        playbook = handle.read()
+    assert "monitoring_prometheus_listen_address | default('%s')" % monitoring["monitoring_prometheus_listen_address"] \
+        in playbook
+    assert "monitoring_gpu_busy_util_pct | default(%d)" % monitoring["monitoring_gpu_busy_util_pct"] in playbook

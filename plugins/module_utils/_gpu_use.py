@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpucluster.ops contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How busy the GPUs each team's jobs held were, from Prometheus: one model for ``gpu-job usage --team`` and
+``playbooks/team_usage.yml`` (the team_gpu_use module).
+
+The monitoring role's recording rules (group ``gpucluster-jobs``) count, at each evaluation, each account's GPUs held
+by Slurm jobs (``gpucluster:account_gpus_allocated``, from the Slurm collector's ``slurm_job_gpu_info``), those of
+them at or above the busy threshold (``gpucluster:account_gpus_busy``, DCGM's utilisation joined on node and GPU) and
+those below it (``gpucluster:account_gpus_idle``), and the same per job. Summed over the report's window at a fixed
+step these are GPU-hours: allocated, busy and idle. A held GPU with no utilisation from DCGM is neither busy nor idle:
+it is counted as unmeasured, never as either. ``gpucluster:slurm_jobs_known`` says when the collector read Slurm:
+the report says which share of the window it covers, so that a gap (a collector down, Prometheus's retention shorter
+than the window) is never read as "no use".
+
+Standard library only (it runs on login nodes in gpu-job).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+# The recorded series the report reads (roles/monitoring/templates/gpucluster-alerts.yml.j2).
+ACCOUNT_SERIES = (("allocated", "gpucluster:account_gpus_allocated"), ("busy", "gpucluster:account_gpus_busy"),
+                  ("idle", "gpucluster:account_gpus_idle"))
+JOB_SERIES = (("allocated", "gpucluster:job_gpus_allocated"), ("idle", "gpucluster:job_gpus_idle"))
+KNOWN_SERIES = "gpucluster:slurm_jobs_known"
+ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class GpuUseError(Exception):
+    """Prometheus could not be asked, or did not answer as expected: the figures are unknown."""
+
+
+def _steps(since, now, step):
+    """The window [since, now] as the subquery's range and step, whole seconds, at least one step."""
+    step = int(step)
+    if step < 1:
+        raise GpuUseError("the step is %r s: give at least 1 s" % (step,))
+    window = int(now - since)
+    if window < step:
+        raise GpuUseError("the window from %d to %d is shorter than one step (%d s)" % (since, now, step))
+    return window, step
+
+
+def queries(accounts, since, now, step, top=5):
+    """{name: PromQL} evaluated at ``now``: per account GPU-steps allocated, busy and idle; per job allocated and
+    idle (the ``top`` most idle); the steps Slurm was known. ``accounts`` is a list of names (all when empty)."""
+    window, step = _steps(since, now, step)
+    for account in accounts:
+        if not ACCOUNT_PATTERN.match(account):
+            raise GpuUseError("the team name %r is not one Slurm accepts" % (account,))
+    match = '{account=~"%s"}' % "|".join(re.escape(a) for a in accounts) if accounts else ""
+    span = "[%ds:%ds]" % (window, step)
+    out = {}
+    for key, series in ACCOUNT_SERIES:
+        out["account_" + key] = "sum by (account) (sum_over_time(%s%s%s))" % (series, match, span)
+    idle = "sum by (jobid, account, user) (sum_over_time(%s%s%s))" % (JOB_SERIES[1][1], match, span)
+    out["job_idle"] = "topk(%d, %s > 0)" % (int(top), idle)
+    out["job_allocated"] = "sum by (jobid, account, user) (sum_over_time(%s%s%s))" % (JOB_SERIES[0][1], match, span)
+    out["known"] = "count_over_time((%s == 1)%s)" % (KNOWN_SERIES, span)
+    out["steps"] = "count_over_time(vector(1)%s)" % span
+    return out
+
+
+def prometheus_query(url, expr, when, timeout=30):
+    """The result of an instant query at ``when`` (``/api/v1/query``), a list of ``{metric, value}``."""
+    query = urllib.parse.urlencode({"query": expr, "time": "%d" % int(when)})
+    address = url.rstrip("/") + "/api/v1/query?" + query
+    try:
+        with urllib.request.urlopen(address, timeout=timeout) as response:  # noqa: S310 (the site's own Prometheus)
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode("utf-8", "replace")[:300]
+        raise GpuUseError("Prometheus at %s answered %s: %s" % (url, error.code, detail))
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise GpuUseError("cannot reach Prometheus at %s: %s" % (url, getattr(error, "reason", error)))
+    try:
+        document = json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise GpuUseError("Prometheus at %s answered something that is not JSON" % url)
+    if not isinstance(document, dict) or document.get("status") != "success":
+        raise GpuUseError("Prometheus at %s refused the query: %s" % (url, (document or {}).get("error")))
+    data = document.get("data") or {}
+    if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        raise GpuUseError("Prometheus at %s answered a %s, not a vector" % (url, data.get("resultType")))
+    return data["result"]
+
+
+def _value(item):
+    try:
+        return float(item["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise GpuUseError("Prometheus answered a sample without a value: %r" % (item,))
+
+
+def _hours(steps, step):
+    return round(steps * step / 3600.0, 6)
+
+
+def gpu_use(results, accounts, since, now, step):
+    """The report from the answers to ``queries`` (``{name: result list}``): per account allocated, busy, idle and
+    unmeasured GPU-hours and the idle share, the top idle jobs, and the share of the window Slurm was known."""
+    window, step = _steps(since, now, step)
+    steps = {}
+    for key, _series in ACCOUNT_SERIES:
+        for item in results["account_" + key]:
+            account = (item.get("metric") or {}).get("account", "")
+            steps.setdefault(account, {})[key] = _value(item)
+    teams = {}
+    for account in sorted(set(accounts) | set(steps)):
+        if accounts and account not in accounts:
+            continue
+        found = steps.get(account, {})
+        allocated = found.get("allocated", 0.0)
+        busy, idle = found.get("busy", 0.0), found.get("idle", 0.0)
+        teams[account] = {
+            "allocated_gpu_hours": _hours(allocated, step), "busy_gpu_hours": _hours(busy, step),
+            "idle_gpu_hours": _hours(idle, step),
+            "unmeasured_gpu_hours": _hours(max(allocated - busy - idle, 0.0), step),
+            "idle_share": round(idle / allocated, 4) if allocated else None}
+    allocated_of = {}
+    for item in results["job_allocated"]:
+        labels = item.get("metric") or {}
+        allocated_of[labels.get("jobid")] = _value(item)
+    jobs = []
+    for item in results["job_idle"]:
+        labels = item.get("metric") or {}
+        idle = _value(item)
+        allocated = allocated_of.get(labels.get("jobid"))
+        jobs.append({"jobid": labels.get("jobid"), "team": labels.get("account"), "user": labels.get("user"),
+                     "idle_gpu_hours": _hours(idle, step),
+                     "allocated_gpu_hours": None if allocated is None else _hours(allocated, step),
+                     "idle_share": round(idle / allocated, 4) if allocated else None})
+    jobs.sort(key=lambda job: (-job["idle_gpu_hours"], job["jobid"] or ""))
+    known_steps = sum(_value(item) for item in results["known"])
+    all_steps = sum(_value(item) for item in results["steps"])
+    coverage = round(min(known_steps / all_steps, 1.0), 4) if all_steps else 0.0
+    return {"since": int(since), "until": int(now), "step_s": step, "coverage": coverage, "teams": teams,
+            "top_idle_jobs": jobs}
+
+
+def read(url, accounts, since, now, step, top=5, query=prometheus_query):
+    """Ask Prometheus at ``url`` and return ``gpu_use``'s report. Raises GpuUseError when it cannot answer."""
+    if not url:
+        raise GpuUseError("no Prometheus URL is configured")
+    asked = queries(accounts, since, now, step, top)
+    return gpu_use(dict((name, query(url, expr, now)) for name, expr in asked.items()), accounts, since, now, step)
+
+
+def _cell(value, pattern="%.2f"):
+    return "-" if value is None else pattern % value
+
+
+def render_lines(report, threshold_pct, since_text, until_text):
+    """The report as text lines: one row per team, then the top idle jobs, then what the figures cover."""
+    header = ("team", "allocated GPU-h", "busy GPU-h", "idle GPU-h", "idle %", "unmeasured GPU-h")
+    rows = [header]
+    for team, entry in sorted(report["teams"].items()):
+        rows.append((team, _cell(entry["allocated_gpu_hours"]), _cell(entry["busy_gpu_hours"]),
+                     _cell(entry["idle_gpu_hours"]),
+                     _cell(None if entry["idle_share"] is None else 100 * entry["idle_share"], "%.1f"),
+                     _cell(entry["unmeasured_gpu_hours"])))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["GPUs held by Slurm jobs from %s to %s, busy at >= %s%% utilisation (Prometheus, every %d s)"
+             % (since_text, until_text, threshold_pct, report["step_s"])]
+    for position, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+                               for i, cell in enumerate(row)).rstrip())
+        if position == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if report["top_idle_jobs"]:
+        lines.append("")
+        lines.append("most idle jobs (GPU-hours held below the threshold)")
+        for job in report["top_idle_jobs"]:
+            lines.append("  job %s of %s (%s): %s idle of %s GPU-hours held"
+                         % (job["jobid"], job["user"], job["team"], _cell(job["idle_gpu_hours"]),
+                            _cell(job["allocated_gpu_hours"])))
+    if report["coverage"] < 1.0:
+        lines.append("")
+        lines.append("partial: Prometheus knew Slurm's jobs for %.0f%% of this time (the Slurm collector was down, "
+                     "or Prometheus keeps less history); the figures cover only that" % (100 * report["coverage"]))
+    if any(e["unmeasured_gpu_hours"] for e in report["teams"].values()):
+        lines.append("")
+        lines.append("unmeasured: GPUs held while DCGM gave no utilisation for them (neither busy nor idle)")
+    return lines

@@ -1,0 +1,164 @@
+"""_gpu_use: the busy/idle report of the teams' held GPUs from Prometheus's recorded series (gpu-job usage --team and
+the team_gpu_use module). The queries are checked for what they ask; the answers of a fake Prometheus on loopback
+for what the report makes of them, including every way the answer can fail (unknown, never "no use")."""
+
+import http.server
+import json
+import threading
+import urllib.parse
+
+import pytest
+
+from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_use
+
+NOW = 1_800_000_000
+HOUR = 3600
+
+
+def answers(by_query):
+    """A query function answering each of queries()'s names from ``by_query`` ({name: [(labels, value)]})."""
+    asked = {}
+
+    def query(url, expr, when):
+        name = next(n for n, e in asked["queries"].items() if e == expr)
+        return [{"metric": labels, "value": [when, str(value)]} for labels, value in by_query.get(name, [])]
+
+    def bind(accounts, since, now, step, top=5):
+        asked["queries"] = _gpu_use.queries(accounts, since, now, step, top)
+        return asked["queries"]
+    return query, bind
+
+
+def test_the_queries_sum_the_recorded_series_over_the_window_at_the_step():
+    found = _gpu_use.queries(["research", "dev.team"], NOW - 2 * HOUR, NOW, 60, top=3)
+    assert found["account_allocated"] == (
+        'sum by (account) (sum_over_time(gpucluster:account_gpus_allocated{account=~"research|dev\\.team"}[7200s:60s]))')
+    assert found["account_busy"].startswith("sum by (account) (sum_over_time(gpucluster:account_gpus_busy{")
+    assert found["account_idle"].startswith("sum by (account) (sum_over_time(gpucluster:account_gpus_idle{")
+    assert found["job_idle"].startswith("topk(3, sum by (jobid, account, user) (sum_over_time(gpucluster:job_gpus_idle{")
+    assert found["known"] == "count_over_time((gpucluster:slurm_jobs_known == 1)[7200s:60s])"
+    assert found["steps"] == "count_over_time(vector(1)[7200s:60s])"
+    assert "{" not in _gpu_use.queries([], NOW - HOUR, NOW, 60)["account_busy"]
+
+
+@pytest.mark.parametrize("accounts,since,step,message", [
+    (["research"], NOW - 30, 60, "shorter than one step"),
+    (["research"], NOW - HOUR, 0, "at least 1 s"),
+    (['x"}) or vector(1'], NOW - HOUR, 60, "not one Slurm accepts"),
+])
+def test_bad_windows_and_names_are_refused_before_prometheus_is_asked(accounts, since, step, message):
+    with pytest.raises(_gpu_use.GpuUseError, match=message):
+        _gpu_use.queries(accounts, since, NOW, step)
+
+
+def test_one_busy_and_one_idle_team_with_the_top_idle_job():
+    # research: 2 GPUs busy for 2 h (240 GPU-minutes); development: 3 GPUs idle for 1 h (180), one job
+    query, bind = answers({
+        "account_allocated": [({"account": "research"}, 240), ({"account": "development"}, 180)],
+        "account_busy": [({"account": "research"}, 240), ({"account": "development"}, 0)],
+        "account_idle": [({"account": "research"}, 0), ({"account": "development"}, 180)],
+        "job_idle": [({"jobid": "77", "account": "development", "user": "bob"}, 180)],
+        "job_allocated": [({"jobid": "77", "account": "development", "user": "bob"}, 180),
+                          ({"jobid": "76", "account": "research", "user": "alice"}, 240)],
+        "known": [({}, 120)], "steps": [({}, 120)]})
+    asked = bind(["research", "development"], NOW - 2 * HOUR, NOW, 60)
+    report = _gpu_use.gpu_use(dict((n, query("", e, NOW)) for n, e in asked.items()), ["research", "development"],
+                              NOW - 2 * HOUR, NOW, 60)
+    assert report["teams"] == {
+        "research": {"allocated_gpu_hours": 4.0, "busy_gpu_hours": 4.0, "idle_gpu_hours": 0.0,
+                     "unmeasured_gpu_hours": 0.0, "idle_share": 0.0},
+        "development": {"allocated_gpu_hours": 3.0, "busy_gpu_hours": 0.0, "idle_gpu_hours": 3.0,
+                        "unmeasured_gpu_hours": 0.0, "idle_share": 1.0}}
+    assert report["top_idle_jobs"] == [{"jobid": "77", "team": "development", "user": "bob", "idle_gpu_hours": 3.0,
+                                        "allocated_gpu_hours": 3.0, "idle_share": 1.0}]
+    assert report["coverage"] == 1.0
+    lines = _gpu_use.render_lines(report, 10, "2026-12-01 00:00:00", "2026-12-01 02:00:00")
+    assert lines[0] == ("GPUs held by Slurm jobs from 2026-12-01 00:00:00 to 2026-12-01 02:00:00, busy at >= 10% "
+                        "utilisation (Prometheus, every 60 s)")
+    assert lines[3].split() == ["development", "3.00", "0.00", "3.00", "100.0", "0.00"]
+    assert lines[4].split() == ["research", "4.00", "4.00", "0.00", "0.0", "0.00"]
+    assert "  job 77 of bob (development): 3.00 idle of 3.00 GPU-hours held" in lines
+    assert not [line for line in lines if line.startswith(("partial", "unmeasured"))]
+
+
+def test_a_team_with_no_jobs_is_zero_held_and_no_share_and_gpus_without_dcgm_are_unmeasured():
+    query, bind = answers({"account_allocated": [({"account": "research"}, 60)],
+                           "account_busy": [({"account": "research"}, 20)],
+                           "account_idle": [({"account": "research"}, 10)], "known": [({}, 60)],
+                           "steps": [({}, 60)]})
+    asked = bind(["research", "quiet"], NOW - HOUR, NOW, 60)
+    report = _gpu_use.gpu_use(dict((n, query("", e, NOW)) for n, e in asked.items()), ["research", "quiet"],
+                              NOW - HOUR, NOW, 60)
+    assert report["teams"]["quiet"] == {"allocated_gpu_hours": 0.0, "busy_gpu_hours": 0.0, "idle_gpu_hours": 0.0,
+                                        "unmeasured_gpu_hours": 0.0, "idle_share": None}
+    assert report["teams"]["research"]["unmeasured_gpu_hours"] == 0.5
+    lines = _gpu_use.render_lines(report, 10, "a", "b")
+    assert lines[-1].startswith("unmeasured: GPUs held while DCGM gave no utilisation")
+
+
+def test_a_window_slurm_was_not_known_for_is_partial_not_idle():
+    query, bind = answers({"known": [({}, 30)], "steps": [({}, 61)]})
+    asked = bind(["research"], NOW - HOUR, NOW, 60)
+    report = _gpu_use.gpu_use(dict((n, query("", e, NOW)) for n, e in asked.items()), ["research"], NOW - HOUR, NOW,
+                              60)
+    assert report["coverage"] == round(30 / 61.0, 4)
+    assert "partial: Prometheus knew Slurm's jobs for 49% of this time" in "\n".join(
+        _gpu_use.render_lines(report, 10, "a", "b"))
+    query, bind = answers({"steps": [({}, 61)]})
+    asked = bind(["research"], NOW - HOUR, NOW, 60)
+    assert _gpu_use.gpu_use(dict((n, query("", e, NOW)) for n, e in asked.items()), ["research"], NOW - HOUR, NOW,
+                            60)["coverage"] == 0.0
+
+
+class FakePrometheus(http.server.BaseHTTPRequestHandler):
+    """Answers /api/v1/query with ``reply`` (status, body); records the queries."""
+    reply = (200, b"")
+    seen = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        self.seen.append(urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query))
+        status, body = self.reply
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(name="prometheus")
+def _prometheus():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    FakePrometheus.seen = []
+    yield "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+
+
+def test_the_http_query_asks_at_the_reports_time_and_reads_the_vector(prometheus):
+    FakePrometheus.reply = (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"account": "research"}, "value": [NOW, "12"]}]}}).encode())
+    assert _gpu_use.prometheus_query(prometheus + "/", "up", NOW) == [
+        {"metric": {"account": "research"}, "value": [NOW, "12"]}]
+    assert FakePrometheus.seen == [{"query": ["up"], "time": [str(NOW)]}]
+
+
+@pytest.mark.parametrize("reply,message", [
+    ((400, b'{"status":"error","error":"parse error"}'), "answered 400: .*parse error"),
+    ((200, b"<html>"), "not JSON"),
+    ((200, b'{"status":"error","error":"too many samples"}'), "refused the query: too many samples"),
+    ((200, b'{"status":"success","data":{"resultType":"matrix","result":[]}}'), "a matrix, not a vector"),
+])
+def test_every_failed_answer_is_an_error_naming_prometheus(prometheus, reply, message):
+    FakePrometheus.reply = reply
+    with pytest.raises(_gpu_use.GpuUseError, match=message):
+        _gpu_use.prometheus_query(prometheus, "up", NOW)
+
+
+def test_no_prometheus_and_one_that_does_not_answer_are_errors():
+    with pytest.raises(_gpu_use.GpuUseError, match="no Prometheus URL"):
+        _gpu_use.read("", ["research"], NOW - HOUR, NOW, 60)
+    with pytest.raises(_gpu_use.GpuUseError, match="cannot reach Prometheus at http://127.0.0.1:9"):
+        _gpu_use.read("http://127.0.0.1:9", ["research"], NOW - HOUR, NOW, 60)
