@@ -142,7 +142,8 @@ def test_the_alert_rules_pass_their_unit_tests_and_are_the_tested_ones(scenario)
     assert {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r} == ALERTS
     assert {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r} == {
         "gpucluster:job_gpu_utilisation", "gpucluster:account_gpus_allocated", "gpucluster:account_gpus_busy",
-        "gpucluster:account_gpu_utilisation:avg"}
+        "gpucluster:account_gpu_utilisation:avg", "gpucluster:account_gpus_idle", "gpucluster:job_gpus_allocated",
+        "gpucluster:job_gpus_idle", "gpucluster:slurm_jobs_known"}
 
 
 def test_grafana_provisioning_and_dashboard_are_in_place(scenario):
