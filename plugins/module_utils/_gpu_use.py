@@ -54,7 +54,8 @@ def queries(accounts, since, now, step, top=5):
     for account in accounts:
         if not ACCOUNT_PATTERN.match(account):
             raise GpuUseError("the team name %r is not one Slurm accepts" % (account,))
-    match = '{account=~"%s"}' % "|".join(re.escape(a) for a in accounts) if accounts else ""
+    # a raw (backquoted) PromQL string: the regular expression's backslashes reach Prometheus as they are
+    match = "{account=~`%s`}" % "|".join(re.escape(a) for a in accounts) if accounts else ""
     span = "[%ds:%ds]" % (window, step)
     out = {}
     for key, series in ACCOUNT_SERIES:
@@ -182,8 +183,10 @@ def render_lines(report, threshold_pct, since_text, until_text):
                             _cell(job["allocated_gpu_hours"])))
     if report["coverage"] < 1.0:
         lines.append("")
-        lines.append("partial: Prometheus knew Slurm's jobs for %.0f%% of this time (the Slurm collector was down, "
-                     "or Prometheus keeps less history); the figures cover only that" % (100 * report["coverage"]))
+        share = 100 * report["coverage"]
+        lines.append("partial: Prometheus knew Slurm's jobs for %s%% of this time (the Slurm collector was down, "
+                     "or Prometheus keeps less history); the figures cover only that"
+                     % (("%.1f" if share < 10 else "%.0f") % share))
     if any(e["unmeasured_gpu_hours"] for e in report["teams"].values()):
         lines.append("")
         lines.append("unmeasured: GPUs held while DCGM gave no utilisation for them (neither busy nor idle)")

@@ -143,8 +143,9 @@ def main():
     lines = render_lines(report, params["busy_util_pct"], since.strftime("%Y-%m-%d %H:%M:%S"),
                          now.strftime("%Y-%m-%d %H:%M:%S"))
     if report["coverage"] < 1.0:
-        module.warn("the GPU use is partial: Prometheus knew Slurm's jobs for %.0f%% of the window"
-                    % (100 * report["coverage"]))
+        share = 100 * report["coverage"]
+        module.warn("the GPU use is partial: Prometheus knew Slurm's jobs for %s%% of the window"
+                    % (("%.1f" if share < 10 else "%.0f") % share))
     module.exit_json(changed=False, gpu_use=report, lines=lines)
 
 

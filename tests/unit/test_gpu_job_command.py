@@ -576,7 +576,7 @@ def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(e
         _FakePrometheus.seen = []
         rc, out, err, calls = _run(env, "usage", "--team", "--since", "2026-12-01T10:00")
         assert (rc, err, calls) == (0, "", []), err
-        assert all('account=~"research|training"' in q for q in _FakePrometheus.seen if "account" in q), \
+        assert all('account=~`research|training`' in q for q in _FakePrometheus.seen if "account" in q), \
             _FakePrometheus.seen
         lines = out.splitlines()
         assert lines[0].startswith("GPUs held by Slurm jobs from 2026-12-01 10:00:00 to ")
@@ -586,7 +586,7 @@ def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(e
         rc, out, err, _calls = _run(env, "usage", "--team", "research", "--json", "--since", "2026-12-01")
         assert rc == 0, err
         assert set(json.loads(out)["teams"]) == {"research"} and json.loads(out)["threshold_pct"] == 10
-        assert all('account=~"research"' in q for q in _FakePrometheus.seen[-7:] if "account" in q)
+        assert all('account=~`research`' in q for q in _FakePrometheus.seen[-7:] if "account" in q)
         rc, _out, err, _calls = _run(env, "usage", "--team", "other")
         assert rc == 2 and "is not a member of team other" in err
         rc, _out, err, _calls = _run(env, "usage", "--team", "--since", "2026-12-01 10:00")

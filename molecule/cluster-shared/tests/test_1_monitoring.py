@@ -33,7 +33,7 @@ CHECKER = "/usr/local/lib/gpucluster-dcgm-exporter/bin/dcgm-counters-check"
 ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure",
           "GpuNvlinkErrors", "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
           "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
-          "SlurmBreakerReached", "SlurmMetricsMissing"}
+          "SlurmBreakerReached", "SlurmMetricsMissing", "GpuPowerBrake", "GpuHardwareSlowdown"}
 
 
 def _gpus(scenario, name):
@@ -106,6 +106,23 @@ def test_dcgm_exporter_runs_checked_with_its_settings_and_serves_every_gpu(scena
         metrics = alerting.get(node, "http://localhost:9400/metrics")
         temps = re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="(\d+)",.*\} \d+', metrics, re.M)
         assert sorted(temps, key=int) == [str(i) for i in range(_gpus(scenario, name))], name
+
+
+def test_the_clock_event_reasons_reach_the_exporter_as_nvml_bits(scenario):
+    """DCGM's clock event reasons (the GpuPowerBrake and GpuHardwareSlowdown alerts' input) are NVML's bitmask: a
+    power brake on GPU 1 (the simulator's fault, as nvidia-smi reports it) sets 0x80 and 0x8 on that GPU only."""
+    name = scenario.groups["gpu_nodes"][0]
+    node = scenario.host(name)
+    pattern = r'^DCGM_FI_DEV_CLOCK_THROTTLE_REASONS\{gpu="(\d+)",.*\} (\d+)$'
+    try:
+        set_faults(scenario, name, [{"name": "clock_power_brake", "gpu": 1}])
+        reasons = dict(re.findall(pattern, alerting.get(node, "http://localhost:9400/metrics"), re.M))
+    finally:
+        set_faults(scenario, name, [])
+    assert int(reasons["1"]) & 0x88 == 0x88, reasons
+    assert all(int(v) & 0x88 == 0 for gpu, v in reasons.items() if gpu != "1"), reasons
+    after = dict(re.findall(pattern, alerting.get(node, "http://localhost:9400/metrics"), re.M))
+    assert int(after["1"]) & 0x88 == 0, after
 
 
 def test_dcgm_is_left_out_where_no_repository_offers_it(scenario):

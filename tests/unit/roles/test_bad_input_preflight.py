@@ -244,6 +244,11 @@ MONITORING_CASES = [
     ("temperature-not-a-number", "monitoring", HEAD, {"monitoring_alert_gpu_temp_c": "hot"},
      ["monitoring_alert_gpu_temp_c", "fatal: [%s]" % HEAD,
       "argument 'monitoring_alert_gpu_temp_c' is of type str and we were unable to convert to int"]),
+    ("temperature-per-model-500", "monitoring", HEAD,
+     {"monitoring_alert_gpu_temp_c_by_model": {"NVIDIA H100 80GB HBM3": 87, "NVIDIA A100-SXM4-80GB": 500}},
+     ['host %s: monitoring_alert_gpu_temp_c_by_model is {"NVIDIA H100 80GB HBM3": 87, "NVIDIA A100-SXM4-80GB": 500}: '
+      'it must map GPU models (dcgm-exporter\'s modelName) to whole numbers from 30 to 120 '
+      '(NVIDIA A100-SXM4-80GB: 500)' % HEAD]),
     ("window-not-a-duration", "monitoring", HEAD, {"monitoring_alert_gpu_util_window": "an hour"},
      ['host %s: monitoring_alert_gpu_util_window is "an hour"' % HEAD]),
     ("gpu-count-in-inventory", "monitoring", HEAD, {"health_check_expected": {"gpu_count": "eight"}},

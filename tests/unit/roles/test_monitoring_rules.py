@@ -21,7 +21,7 @@ needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not instal
 ALERTS = {"Watchdog", "GpuTemperatureHigh", "GpuXidError", "GpuEccUncorrectable", "GpuRowRemapFailure", "GpuNvlinkErrors",
           "GpuMissing", "GpuMemoryHigh", "GpuPowerAtLimit", "GpuUtilisationLow", "NodeHealthError",
           "NodeHealthWarning", "NodeHealthUnknown", "NodeHealthCheckStale", "ExporterDown", "SlurmNodeDrainedByAdmin",
-          "SlurmBreakerReached", "SlurmMetricsMissing"}
+          "SlurmBreakerReached", "SlurmMetricsMissing", "GpuPowerBrake", "GpuHardwareSlowdown"}
 RECORDS = {"gpucluster:job_gpu_utilisation", "gpucluster:account_gpus_allocated", "gpucluster:account_gpus_busy",
            "gpucluster:account_gpu_utilisation:avg", "gpucluster:account_gpus_idle", "gpucluster:job_gpus_allocated",
            "gpucluster:job_gpus_idle", "gpucluster:slurm_jobs_known"}
@@ -30,7 +30,9 @@ OTHER_THRESHOLDS = dict(
     monitoring_alert_gpu_util_low_pct=10, monitoring_alert_gpu_util_window="2h", monitoring_gpu_busy_util_pct=50,
     monitoring_alert_xid_ignore=[], monitoring_alert_ecc_dbe_max=3, monitoring_alert_nvlink_errors_max=250,
     monitoring_alert_nvlink_window="10m", monitoring_alert_health_stale_s=600, monitoring_alert_for="90s",
-    monitoring_alert_gpu_memory_for="1h", monitoring_alert_gpu_power_for="30m", monitoring_alert_exporter_down_for="1d")
+    monitoring_alert_gpu_memory_for="1h", monitoring_alert_gpu_power_for="30m", monitoring_alert_exporter_down_for="1d",
+    monitoring_alert_gpu_slowdown_for="2m",
+    monitoring_alert_gpu_temp_c_by_model={"NVIDIA H100 80GB HBM3": 88, "NVIDIA A100-SXM4-80GB": 76})
 
 
 def render(tmp_path, counts=(8,), rules_overrides=None, **overrides):
@@ -65,7 +67,15 @@ def test_every_alert_is_there_with_a_severity_and_its_texts(tmp_path, overrides)
 def test_the_thresholds_reach_the_expressions(tmp_path):
     rules, _tests = render(tmp_path, **OTHER_THRESHOLDS)
     by_name = {r.get("alert") or r["record"]: r for r in rules_of(rules)}
-    assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP >= 78"
+    temperature = [r["expr"] for r in rules_of(rules) if r.get("alert") == "GpuTemperatureHigh"]
+    assert temperature == [
+        'DCGM_FI_DEV_GPU_TEMP >= 78 unless (DCGM_FI_DEV_GPU_TEMP{modelName="NVIDIA A100-SXM4-80GB"} or '
+        'DCGM_FI_DEV_GPU_TEMP{modelName="NVIDIA H100 80GB HBM3"})',
+        'DCGM_FI_DEV_GPU_TEMP{modelName="NVIDIA A100-SXM4-80GB"} >= 76',
+        'DCGM_FI_DEV_GPU_TEMP{modelName="NVIDIA H100 80GB HBM3"} >= 88']
+    assert [r["expr"] for r in rules_of(render(tmp_path)[0]) if r.get("alert") == "GpuTemperatureHigh"] == [
+        "DCGM_FI_DEV_GPU_TEMP >= 85"]
+    assert by_name["GpuPowerBrake"]["for"] == by_name["GpuHardwareSlowdown"]["for"] == "2m"
     assert by_name["GpuTemperatureHigh"]["for"] == "90s"
     assert by_name["GpuXidError"]["expr"] == "DCGM_FI_DEV_XID_ERRORS > 0"
     assert "[10m]" in by_name["GpuNvlinkErrors"]["expr"] and by_name["GpuNvlinkErrors"]["expr"].endswith("> 250")

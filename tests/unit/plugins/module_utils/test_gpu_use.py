@@ -32,7 +32,7 @@ def answers(by_query):
 def test_the_queries_sum_the_recorded_series_over_the_window_at_the_step():
     found = _gpu_use.queries(["research", "dev.team"], NOW - 2 * HOUR, NOW, 60, top=3)
     assert found["account_allocated"] == (
-        'sum by (account) (sum_over_time(gpucluster:account_gpus_allocated{account=~"research|dev\\.team"}[7200s:60s]))')
+        "sum by (account) (sum_over_time(gpucluster:account_gpus_allocated{account=~`research|dev\\.team`}[7200s:60s]))")
     assert found["account_busy"].startswith("sum by (account) (sum_over_time(gpucluster:account_gpus_busy{")
     assert found["account_idle"].startswith("sum by (account) (sum_over_time(gpucluster:account_gpus_idle{")
     assert found["job_idle"].startswith("topk(3, sum by (jobid, account, user) (sum_over_time(gpucluster:job_gpus_idle{")

@@ -55,7 +55,7 @@ def test_the_teams_held_and_idle_gpu_hours(url, check):
     assert result["gpu_use"]["teams"]["research"]["allocated_gpu_hours"] == 0.0
     assert result["gpu_use"]["coverage"] == 1.0 and "warnings" not in result
     assert result["lines"][0].startswith("GPUs held by Slurm jobs from 2026-12-01 00:00:00 to ")
-    assert all('account=~"development|research"' in q for q in _Prometheus.queries if "account" in q)
+    assert all('account=~`development|research`' in q for q in _Prometheus.queries if "account" in q)
 
 
 def test_a_partial_window_is_a_warning(url):
