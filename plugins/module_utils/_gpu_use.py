@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -47,22 +48,33 @@ def _steps(since, now, step):
     return window, step
 
 
-def queries(accounts, since, now, step, top=5):
-    """{name: PromQL} evaluated at ``now``: per account GPU-steps allocated, busy and idle; per job allocated and
-    idle (the ``top`` most idle); the steps Slurm was known. ``accounts`` is a list of names (all when empty)."""
+def queries(accounts, since, now, step, top=5, user=None):
+    """{name: PromQL} evaluated at ``now``: per account GPU-steps allocated, busy and idle; the ``top`` most idle jobs
+    (of ``user`` only, when given) with their allocated GPU-steps; the GPU-steps of GPUs the collector could not map;
+    the steps Slurm was known and all the steps. ``accounts`` is a list of names (all when empty). Every sum counts
+    only the steps at which the Slurm collector's series were known (gpucluster:slurm_jobs_known), so that a stale
+    file of a stopped collector adds nothing."""
     window, step = _steps(since, now, step)
-    for account in accounts:
-        if not ACCOUNT_PATTERN.match(account):
-            raise GpuUseError("the team name %r is not one Slurm accepts" % (account,))
-    # a raw (backquoted) PromQL string: the regular expression's backslashes reach Prometheus as they are
-    match = "{account=~`%s`}" % "|".join(re.escape(a) for a in accounts) if accounts else ""
+    for name in list(accounts) + ([user] if user is not None else []):
+        if not ACCOUNT_PATTERN.match(name or ""):
+            raise GpuUseError("the name %r is not one Slurm accepts" % (name,))
+    # raw (backquoted) PromQL strings: the regular expression's backslashes reach Prometheus as they are
+    matchers = ["account=~`%s`" % "|".join(re.escape(a) for a in accounts)] if accounts else []
+    match = "{%s}" % ",".join(matchers) if matchers else ""
+    job_match = "{%s}" % ",".join(matchers + (["user=`%s`" % user] if user is not None else []))
+    job_match = "" if job_match == "{}" else job_match
     span = "[%ds:%ds]" % (window, step)
+    known = "on() (%s == 1)" % KNOWN_SERIES
+
+    def summed(selector, by):
+        return "sum by (%s) (sum_over_time((%s and %s)%s))" % (by, selector, known, span)
     out = {}
     for key, series in ACCOUNT_SERIES:
-        out["account_" + key] = "sum by (account) (sum_over_time(%s%s%s))" % (series, match, span)
-    idle = "sum by (jobid, account, user) (sum_over_time(%s%s%s))" % (JOB_SERIES[1][1], match, span)
-    out["job_idle"] = "topk(%d, %s > 0)" % (int(top), idle)
-    out["job_allocated"] = "sum by (jobid, account, user) (sum_over_time(%s%s%s))" % (JOB_SERIES[0][1], match, span)
+        out["account_" + key] = summed(series + match, "account")
+    idle = "topk(%d, %s > 0)" % (int(top), summed(JOB_SERIES[1][1] + job_match, "jobid, account, user"))
+    out["job_idle"] = idle
+    out["job_allocated"] = "%s and on(jobid) %s" % (summed(JOB_SERIES[0][1] + job_match, "jobid, account, user"), idle)
+    out["unmapped"] = "sum(sum_over_time((sum(slurm_job_gpus_unmapped) and %s)%s))" % (known, span)
     out["known"] = "count_over_time((%s == 1)%s)" % (KNOWN_SERIES, span)
     out["steps"] = "count_over_time(vector(1)%s)" % span
     return out
@@ -140,25 +152,50 @@ def gpu_use(results, accounts, since, now, step):
     jobs.sort(key=lambda job: (-job["idle_gpu_hours"], job["jobid"] or ""))
     known_steps = sum(_value(item) for item in results["known"])
     all_steps = sum(_value(item) for item in results["steps"])
-    coverage = round(min(known_steps / all_steps, 1.0), 4) if all_steps else 0.0
-    return {"since": int(since), "until": int(now), "step_s": step, "coverage": coverage, "teams": teams,
-            "top_idle_jobs": jobs}
+    unmapped = sum(_value(item) for item in results["unmapped"])
+    # the share rounded down, so that one step missing of a month's is never shown as all of it
+    coverage = int(min(known_steps / all_steps, 1.0) * 10000) / 10000.0 if all_steps else 0.0
+    return {"since": int(since), "until": int(now), "step_s": step, "coverage": coverage,
+            "complete": bool(all_steps) and known_steps >= all_steps and not unmapped,
+            "unmapped_gpu_hours": _hours(unmapped, step), "teams": teams, "top_idle_jobs": jobs}
 
 
-def read(url, accounts, since, now, step, top=5, query=prometheus_query):
-    """Ask Prometheus at ``url`` and return ``gpu_use``'s report. Raises GpuUseError when it cannot answer."""
+def history_start(url, now, query=None):
+    """The oldest time Prometheus holds samples for (its self-scrape's prometheus_tsdb_lowest_timestamp_seconds), or
+    None when it does not say."""
+    found = (query or prometheus_query)(url, "min(prometheus_tsdb_lowest_timestamp_seconds)", now)
+    return _value(found[0]) if found else None
+
+
+def read(url, accounts, since, now, step, top=5, user=None, within_history=False, query=None):
+    """Ask Prometheus at ``url`` and return ``gpu_use``'s report. With ``within_history`` (a default window, not one the
+    person chose) the window starts no earlier than the oldest data Prometheus keeps, and the report says so
+    (``history_from``). Raises GpuUseError when Prometheus cannot answer."""
+    query = query or prometheus_query
     if not url:
         raise GpuUseError("no Prometheus URL is configured")
-    asked = queries(accounts, since, now, step, top)
-    return gpu_use(dict((name, query(url, expr, now)) for name, expr in asked.items()), accounts, since, now, step)
+    history = None
+    if within_history:
+        oldest = history_start(url, now, query)
+        if oldest is not None and oldest > since:
+            history = since = min(float(int(oldest) + 1), now - int(step))
+    asked = queries(accounts, since, now, step, top, user)
+    report = gpu_use(dict((name, query(url, expr, now)) for name, expr in asked.items()), accounts, since, now,
+                     step)
+    report["history_from"] = None if history is None else int(history)
+    return report
 
 
 def _cell(value, pattern="%.2f"):
     return "-" if value is None else pattern % value
 
 
-def render_lines(report, threshold_pct, since_text, until_text):
-    """The report as text lines: one row per team, then the top idle jobs, then what the figures cover."""
+def _when(epoch):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def render_lines(report, threshold_pct):
+    """The report as text lines: one row per team, then the top idle jobs, then what the figures do not cover."""
     header = ("team", "allocated GPU-h", "busy GPU-h", "idle GPU-h", "idle %", "unmeasured GPU-h")
     rows = [header]
     for team, entry in sorted(report["teams"].items()):
@@ -168,7 +205,10 @@ def render_lines(report, threshold_pct, since_text, until_text):
                      _cell(entry["unmeasured_gpu_hours"])))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["GPUs held by Slurm jobs from %s to %s, busy at >= %s%% utilisation (Prometheus, every %d s)"
-             % (since_text, until_text, threshold_pct, report["step_s"])]
+             % (_when(report["since"]), _when(report["until"]), threshold_pct, report["step_s"])]
+    if report.get("history_from") is not None:
+        lines.append("(from the oldest data Prometheus keeps, not the start of the month: --since or a longer "
+                     "retention for more)")
     for position, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
                                for i, cell in enumerate(row)).rstrip())
@@ -183,11 +223,20 @@ def render_lines(report, threshold_pct, since_text, until_text):
                             _cell(job["allocated_gpu_hours"])))
     if report["coverage"] < 1.0:
         lines.append("")
-        share = 100 * report["coverage"]
-        lines.append("partial: Prometheus knew Slurm's jobs for %s%% of this time (the Slurm collector was down, "
-                     "or Prometheus keeps less history); the figures cover only that"
-                     % (("%.1f" if share < 10 else "%.0f") % share))
+        lines.append("partial: Prometheus knew Slurm's jobs for %s%% of this time (the Slurm collector was down or "
+                     "stale, or Prometheus keeps less history); the figures cover only that" % share(report))
+    if report["unmapped_gpu_hours"]:
+        lines.append("")
+        lines.append("partial: %s GPU-hours were held on GPUs the Slurm collector could not map to DCGM's (gres.conf "
+                     "without File= order: AutoDetect, MIG); they are in none of the figures"
+                     % _cell(report["unmapped_gpu_hours"]))
     if any(e["unmeasured_gpu_hours"] for e in report["teams"].values()):
         lines.append("")
         lines.append("unmeasured: GPUs held while DCGM gave no utilisation for them (neither busy nor idle)")
     return lines
+
+
+def share(report):
+    """The share of the window covered, in percent as text, never rounded up to 100."""
+    percent = 100 * report["coverage"]
+    return ("%.1f" if percent < 10 else "%d") % (int(percent * 10) / 10.0 if percent < 10 else int(percent))

@@ -31,7 +31,8 @@ options:
   since:
     description:
       - Start of the window, C(YYYY-MM-DD) or C(YYYY-MM-DDTHH:MM[:SS]) in the host's local time; empty, the first
-        of this month. The window ends now.
+        of this month or the oldest data Prometheus keeps, whichever is later (C(history_from) says which). The
+        window ends now.
     type: str
     default: ''
   step:
@@ -80,8 +81,19 @@ gpu_use:
       description: The step of the sums.
       type: int
     coverage:
-      description: The share of the window (0 to 1) Prometheus knew Slurm's jobs for; below 1 the figures are partial.
+      description: The share of the window (0 to 1, rounded down) Prometheus knew Slurm's jobs for; only those steps
+        are counted.
       type: float
+    complete:
+      description: Whether the figures cover the whole window and every held GPU (else the module warns).
+      type: bool
+    unmapped_gpu_hours:
+      description: GPU-hours held on GPUs the Slurm collector could not map to DCGM's (in none of the team figures).
+      type: float
+    history_from:
+      description: Without O(since), the start of the window when Prometheus's oldest data is after the first of the
+        month (seconds since the epoch), else null.
+      type: int
     teams:
       description: Per team C(allocated_gpu_hours), C(busy_gpu_hours), C(idle_gpu_hours), C(unmeasured_gpu_hours)
         and C(idle_share) (idle of allocated, null without allocated GPUs).
@@ -103,7 +115,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_use import GpuUseError, read, render_lines
+from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_use import GpuUseError, read, render_lines, share
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import period_start
 
 
@@ -131,22 +143,20 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    now = datetime.datetime.now().replace(microsecond=0)
+    now = time.time()
     try:
-        since = _since(params["since"], now)
-        if since >= now:
+        since = _since(params["since"], datetime.datetime.fromtimestamp(int(now)))
+        if time.mktime(since.timetuple()) >= now:
             raise GpuUseError("since is %s: that is not before now" % params["since"])
-        report = read(params["prometheus_url"], params["teams"], time.mktime(since.timetuple()),
-                      time.mktime(now.timetuple()), params["step"], top=params["top"])
+        report = read(params["prometheus_url"], params["teams"], time.mktime(since.timetuple()), now,
+                      params["step"], top=params["top"], within_history=not params["since"])
     except GpuUseError as error:
         module.fail_json(msg="GPU use unknown: %s" % error)
-    lines = render_lines(report, params["busy_util_pct"], since.strftime("%Y-%m-%d %H:%M:%S"),
-                         now.strftime("%Y-%m-%d %H:%M:%S"))
-    if report["coverage"] < 1.0:
-        share = 100 * report["coverage"]
-        module.warn("the GPU use is partial: Prometheus knew Slurm's jobs for %s%% of the window"
-                    % (("%.1f" if share < 10 else "%.0f") % share))
-    module.exit_json(changed=False, gpu_use=report, lines=lines)
+    if not report["complete"]:
+        module.warn("the GPU use is partial: Prometheus knew Slurm's jobs for %s%% of the window%s"
+                    % (share(report), ", and %s GPU-hours were on GPUs the collector could not map"
+                       % report["unmapped_gpu_hours"] if report["unmapped_gpu_hours"] else ""))
+    module.exit_json(changed=False, gpu_use=report, lines=render_lines(report, params["busy_util_pct"]))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -548,10 +549,14 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
             result = [{"metric": {"account": "research"}, "value": [0, "120"]}]
         if "account_gpus_allocated" in query or "account_gpus_idle" in query:
             result.append({"metric": {"account": "training"}, "value": [0, "480"]})
-        if "job_gpus" in query:
+        if "gpucluster:job_gpus" in query:
             result = [{"metric": {"jobid": "4501", "account": "training", "user": USER}, "value": [0, "480"]}]
-        if "slurm_jobs_known" in query or "vector(1)" in query:
+        if query.startswith("count_over_time("):
             result = [{"metric": {}, "value": [0, "60"]}]
+        if "slurm_job_gpus_unmapped" in query:
+            result = []
+        if query == "min(prometheus_tsdb_lowest_timestamp_seconds)":
+            result = [{"metric": {}, "value": [0, "%d" % (time.time() - 3600)]}]
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -578,15 +583,22 @@ def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(e
         assert (rc, err, calls) == (0, "", []), err
         assert all('account=~`research|training`' in q for q in _FakePrometheus.seen if "account" in q), \
             _FakePrometheus.seen
+        # the most idle jobs asked for are the user's own (PrivateData may hide teammates' jobs)
+        assert all("user=`%s`" % USER in q for q in _FakePrometheus.seen if "gpucluster:job_gpus" in q)
+        assert "min(prometheus_tsdb_lowest_timestamp_seconds)" not in _FakePrometheus.seen
         lines = out.splitlines()
         assert lines[0].startswith("GPUs held by Slurm jobs from 2026-12-01 10:00:00 to ")
         assert lines[3].split() == ["research", "2.00", "2.00", "0.00", "0.0", "0.00"]
         assert lines[4].split() == ["training", "8.00", "0.00", "8.00", "100.0", "0.00"]
         assert "  job 4501 of %s (training): 8.00 idle of 8.00 GPU-hours held" % USER in lines
-        rc, out, err, _calls = _run(env, "usage", "--team", "research", "--json", "--since", "2026-12-01")
+        _FakePrometheus.seen = []
+        rc, out, err, _calls = _run(env, "usage", "--team", "research", "--json")
         assert rc == 0, err
         assert set(json.loads(out)["teams"]) == {"research"} and json.loads(out)["threshold_pct"] == 10
-        assert all('account=~`research`' in q for q in _FakePrometheus.seen[-7:] if "account" in q)
+        assert all('account=~`research`' in q for q in _FakePrometheus.seen if "account" in q)
+        # without --since: this month, or as far back as Prometheus keeps data (an hour here), which it says
+        assert _FakePrometheus.seen[0] == "min(prometheus_tsdb_lowest_timestamp_seconds)"
+        assert json.loads(out)["history_from"] == json.loads(out)["since"] > time.time() - 3700
         rc, _out, err, _calls = _run(env, "usage", "--team", "other")
         assert rc == 2 and "is not a member of team other" in err
         rc, _out, err, _calls = _run(env, "usage", "--team", "--since", "2026-12-01 10:00")

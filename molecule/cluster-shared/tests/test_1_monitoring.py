@@ -270,7 +270,7 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
         set_faults(scenario, h100, [{"name": "gpu_busy", "gpu": int(g), "value": BUSY_PCT} for g in alice_gpus])
         ctl.run_expect([0], "systemctl start gpucluster-slurm-metrics.service")   # not waiting for its timer
         joined = _joined_in_prometheus(ctl, jobs[0], h100)
-        report = _team_report_from_now(ctl)
+        report, bob_report = _team_report_from_now(ctl)
         inhibited = _inhibition_of_an_admin_drain(ctl, a100, h100)
     finally:
         ctl.run("scancel %s" % " ".join(jobs))
@@ -328,16 +328,19 @@ def test_the_slurm_collector_matches_squeue_and_sinfo_run_in_the_same_step(scena
     assert teams == {"research": (2, 2), "development": (3, 0)}, teams
     # gpu-job usage --team (carol is in both teams): from the time Prometheus had both jobs' state, research's GPUs
     # were all busy and development's all idle, in the ratio of the GPUs they hold (2:3); bob's job is the most idle
-    assert report["coverage"] == 1.0 and set(report["teams"]) == {"research", "development"}, report
+    assert report["coverage"] == 1.0 and report["complete"], report
+    assert set(report["teams"]) == {"research", "development"}, report
     research, development = report["teams"]["research"], report["teams"]["development"]
     assert research["allocated_gpu_hours"] > 0 and development["allocated_gpu_hours"] > 0, report
     assert research["busy_gpu_hours"] == research["allocated_gpu_hours"] and research["idle_gpu_hours"] == 0, report
     assert development["idle_gpu_hours"] == development["allocated_gpu_hours"], report
     assert development["busy_gpu_hours"] == 0 and (research["idle_share"], development["idle_share"]) == (0, 1), report
     assert research["allocated_gpu_hours"] / development["allocated_gpu_hours"] == pytest.approx(2 / 3.0, rel=1e-3)
-    assert [(j["jobid"], j["user"], j["team"], j["idle_share"]) for j in report["top_idle_jobs"]] == [
-        (jobs[1], "bob", "development", 1.0)], report
-    assert report["top_idle_jobs"][0]["idle_gpu_hours"] == development["idle_gpu_hours"], report
+    # bob's own report: his job is the most idle (a user is shown only their own jobs)
+    assert [(j["jobid"], j["user"], j["team"], j["idle_share"]) for j in bob_report["top_idle_jobs"]] == [
+        (jobs[1], "bob", "development", 1.0)], bob_report
+    assert bob_report["top_idle_jobs"][0]["idle_gpu_hours"] == bob_report["teams"]["development"]["idle_gpu_hours"]
+    assert report["top_idle_jobs"] == [], report    # carol has no jobs
     # Alertmanager itself: the admin-drained node's SlurmNodeDrainedByAdmin mutes a warning of that node, not the
     # same warning of a node in service, which reaches the receiver
     by_node, arrived = inhibited
@@ -382,12 +385,16 @@ def _joined_in_prometheus(head, jobid, node, timeout=150):
 
 
 def _team_report_from_now(head, wait=12):
-    """gpu-job usage --team --json of carol (both teams) over the ``wait`` seconds from now, as its users run it."""
+    """gpu-job usage --team --json of carol (in both teams) and of bob over the ``wait`` seconds from now, as its users
+    run it."""
     since = head.check_output("date +%Y-%m-%dT%H:%M:%S")
     time.sleep(wait)
-    result = head.run("su - carol -c %s" % shlex.quote("gpu-job usage --team --json --since %s" % since))
-    assert result.rc == 0, result.stdout + result.stderr
-    return json.loads(result.stdout)
+    reports = []
+    for user in ("carol", "bob"):
+        result = head.run("su - %s -c %s" % (user, shlex.quote("gpu-job usage --team --json --since %s" % since)))
+        assert result.rc == 0, result.stdout + result.stderr
+        reports.append(json.loads(result.stdout))
+    return reports
 
 
 def _inhibition_of_an_admin_drain(head, drained, in_service, timeout=120):

@@ -6,6 +6,7 @@ Jobs ask for GPUs in all (--gpus): the research team's 16 GPUs span both nodes, 
 development job is preempted.
 """
 
+import datetime
 import json
 import os
 import re
@@ -161,12 +162,14 @@ def test_usage_reset(workload):
 def test_usage_report_playbook(scenario, workload, tmp_path):
     del workload  # after the jobs, so that there is usage to report
     report = tmp_path / "usage.json"
+    yesterday = (datetime.date.today() - datetime.timedelta(days=1)).isoformat()
     rc, out = scenario.playbook(tmp_path, os.path.join(ROOT, "playbooks", "team_usage.yml"),
-                                extra_vars={"team_usage_json_file": str(report), "team_usage_gpu_use_step": 10})
+                                extra_vars={"team_usage_json_file": str(report), "team_usage_gpu_use_step": 10,
+                                            "team_usage_gpu_use_since": yesterday})
     assert rc == 0, out
     # issue 53: and how busy the teams' held GPUs were, from the head's Prometheus (the model of gpu-job usage --team,
-    # whose figures test_1_monitoring checks against two jobs): since the first of the month, of which Prometheus
-    # knew the cluster's short life only, which the report says
+    # whose figures test_1_monitoring checks against two jobs): since yesterday, of which Prometheus knew the
+    # cluster's short life only, which the report says
     # (Debian 12's cluster leaves the monitoring role out: the run says that it left this out)
     if "monitoring" in scenario.group_vars[scenario.release].get("gpucluster_site_skip_roles", []):
         assert "gpu_use" not in json.loads(report.read_text())

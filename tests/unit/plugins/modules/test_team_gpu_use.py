@@ -26,9 +26,9 @@ class _Prometheus(http.server.BaseHTTPRequestHandler):
         result = []
         if "account_gpus_allocated" in query or "account_gpus_idle" in query:
             result = [{"metric": {"account": "development"}, "value": [0, "180"]}]
-        if "slurm_jobs_known" in query:
+        if query.startswith("count_over_time((gpucluster:slurm_jobs_known"):
             result = [{"metric": {}, "value": [0, self.known]}]
-        if "vector(1)" in query:
+        if query.startswith("count_over_time(vector(1)"):
             result = [{"metric": {}, "value": [0, "60"]}]
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
         self.send_response(200)
@@ -53,8 +53,9 @@ def test_the_teams_held_and_idle_gpu_hours(url, check):
     assert not result["failed"] and not result["changed"], result
     assert result["gpu_use"]["teams"]["development"]["idle_gpu_hours"] == 3.0
     assert result["gpu_use"]["teams"]["research"]["allocated_gpu_hours"] == 0.0
-    assert result["gpu_use"]["coverage"] == 1.0 and "warnings" not in result
+    assert result["gpu_use"]["coverage"] == 1.0 and result["gpu_use"]["complete"] and "warnings" not in result
     assert result["lines"][0].startswith("GPUs held by Slurm jobs from 2026-12-01 00:00:00 to ")
+    assert not [q for q in _Prometheus.queries if "user=" in q]   # an administrator's report: every user's jobs
     assert all('account=~`development|research`' in q for q in _Prometheus.queries if "account" in q)
 
 
