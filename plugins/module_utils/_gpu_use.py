@@ -18,12 +18,11 @@ Standard library only (it runs on login nodes in gpu-job).
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 # The recorded series the report reads (roles/monitoring/templates/gpucluster-alerts.yml.j2).
 ACCOUNT_SERIES = (("allocated", "gpucluster:account_gpus_allocated"), ("busy", "gpucluster:account_gpus_busy"),
@@ -80,18 +79,31 @@ def queries(accounts, since, now, step, top=5, user=None):
     return out
 
 
+def _http_get(url, target, timeout):
+    """(status, body) of a GET of ``target`` (path and query) at ``url`` (http or https, certificates verified), with
+    http.client: the standard library on a login node, where Ansible's open_url is not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GpuUseError("the Prometheus URL %r is not http://HOST[:PORT] or https://..." % (url,))
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    try:
+        connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+        try:
+            connection.request("GET", parts.path.rstrip("/") + target)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        raise GpuUseError("cannot reach Prometheus at %s: %s" % (url, error))
+
+
 def prometheus_query(url, expr, when, timeout=30):
     """The result of an instant query at ``when`` (``/api/v1/query``), a list of ``{metric, value}``."""
     query = urllib.parse.urlencode({"query": expr, "time": "%d" % int(when)})
-    address = url.rstrip("/") + "/api/v1/query?" + query
-    try:
-        with urllib.request.urlopen(address, timeout=timeout) as response:  # noqa: S310 (the site's own Prometheus)
-            body = response.read()
-    except urllib.error.HTTPError as error:
-        detail = error.read().decode("utf-8", "replace")[:300]
-        raise GpuUseError("Prometheus at %s answered %s: %s" % (url, error.code, detail))
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise GpuUseError("cannot reach Prometheus at %s: %s" % (url, getattr(error, "reason", error)))
+    status, body = _http_get(url, "/api/v1/query?" + query, timeout)
+    if status != 200:
+        raise GpuUseError("Prometheus at %s answered %s: %s" % (url, status, body.decode("utf-8", "replace")[:300]))
     try:
         document = json.loads(body.decode("utf-8"))
     except ValueError:

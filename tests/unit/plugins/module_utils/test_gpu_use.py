@@ -163,12 +163,14 @@ class FakePrometheus(http.server.BaseHTTPRequestHandler):
     """Answers /api/v1/query with ``reply`` (status, body); records the queries."""
     reply = (200, b"")
     seen = []
+    paths = []
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):  # noqa: N802
         self.seen.append(urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query))
+        self.paths.append(urllib.parse.urlparse(self.path).path)
         status, body = self.reply
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
@@ -211,3 +213,13 @@ def test_no_prometheus_and_one_that_does_not_answer_are_errors():
         _gpu_use.read("", ["research"], NOW - HOUR, NOW, 60)
     with pytest.raises(_gpu_use.GpuUseError, match="cannot reach Prometheus at http://127.0.0.1:9"):
         _gpu_use.read("http://127.0.0.1:9", ["research"], NOW - HOUR, NOW, 60)
+    with pytest.raises(_gpu_use.GpuUseError, match="the Prometheus URL 'prometheus:9090' is not http://HOST"):
+        _gpu_use.read("prometheus:9090", ["research"], NOW - HOUR, NOW, 60)
+
+
+def test_a_prometheus_under_a_path_is_asked_under_it(prometheus):
+    FakePrometheus.reply = (200, json.dumps({"status": "success", "data": {"resultType": "vector",
+                                                                           "result": []}}).encode())
+    FakePrometheus.paths = []
+    assert _gpu_use.prometheus_query(prometheus + "/prometheus/", "up", NOW) == []
+    assert FakePrometheus.paths == ["/prometheus/api/v1/query"]
