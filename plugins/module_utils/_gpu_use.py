@@ -18,6 +18,7 @@ Standard library only (it runs on login nodes in gpu-job).
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import re
@@ -34,6 +35,20 @@ ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 class GpuUseError(Exception):
     """Prometheus could not be asked, or did not answer as expected: the figures are unknown."""
+
+
+TIME_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
+
+
+def parse_since(text, name="since"):
+    """The start of a report's window from ``text`` (a day or a local time), as a datetime; ``name`` is the option
+    the error names."""
+    for pattern in TIME_FORMATS:
+        try:
+            return datetime.datetime.strptime(text, pattern)
+        except ValueError:
+            continue
+    raise GpuUseError("%s is %r: give a day as YYYY-MM-DD or a time as YYYY-MM-DDTHH:MM[:SS]" % (name, text))
 
 
 def _steps(since, now, step):

@@ -115,19 +115,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_use import GpuUseError, read, render_lines, share
+from ansible_collections.gpucluster.ops.plugins.module_utils._gpu_use import (
+    GpuUseError, parse_since, read, render_lines, share)
 from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import period_start
-
-
-def _since(text, now):
-    if not text:
-        return period_start("month", now)
-    for pattern in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"):
-        try:
-            return datetime.datetime.strptime(text, pattern)
-        except ValueError:
-            continue
-    raise GpuUseError("since is %r: give YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]" % (text,))
 
 
 def main():
@@ -145,7 +135,8 @@ def main():
     params = module.params
     now = time.time()
     try:
-        since = _since(params["since"], datetime.datetime.fromtimestamp(int(now)))
+        since = (parse_since(params["since"]) if params["since"]
+                 else period_start("month", datetime.datetime.fromtimestamp(int(now))))
         if time.mktime(since.timetuple()) >= now:
             raise GpuUseError("since is %s: that is not before now" % params["since"])
         report = read(params["prometheus_url"], params["teams"], time.mktime(since.timetuple()), now,

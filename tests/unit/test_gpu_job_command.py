@@ -5,17 +5,15 @@ files of tests/unit/fixtures/gpu_job, so a test sees exactly what the command as
 input must give one line on stderr, exit 2 and call no Slurm program at all.
 """
 
-import http.server
 import json
 import os
 import pwd
 import re
 import subprocess
 import sys
-import threading
 import time
-import urllib.parse
 
+import fake_prometheus
 import pytest
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_job
@@ -534,16 +532,14 @@ def test_why_of_an_array_task_and_a_held_job(env):
     assert (rc, err) == (0, "") and "priority: 7000 (sprio gives no factors for it" in out, out + err
 
 
-class _FakePrometheus(http.server.BaseHTTPRequestHandler):
+class _FakePrometheus(object):
     """Prometheus's /api/v1/query for gpu-job usage --team: research's 2 GPUs busy, one idle job of training."""
     seen = []
 
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # noqa: N802
-        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
-        self.seen.append(query)
+    @classmethod
+    def answer(cls, _path, params):
+        query = params["query"][0]
+        cls.seen.append(query)
         result = []
         if "account_gpus_allocated" in query or "account_gpus_busy" in query:
             result = [{"metric": {"account": "research"}, "value": [0, "120"]}]
@@ -557,11 +553,7 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
             result = []
         if query == "min(prometheus_tsdb_lowest_timestamp_seconds)":
             result = [{"metric": {}, "value": [0, "%d" % (time.time() - 3600)]}]
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return 200, fake_prometheus.vector(result)
 
 
 def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(env):
@@ -571,11 +563,8 @@ def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(e
         config = json.load(handle)
     rc, _out, err, _calls = _run(env, "usage", "--team")
     assert rc == 1 and "has no Prometheus to ask (the admins set user_tools_prometheus_url)" in err
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        config["gpu_use"] = {"prometheus_url": "http://127.0.0.1:%d" % server.server_address[1], "step_s": 60,
-                             "busy_util_pct": 10, "top": 5}
+    with fake_prometheus.serving(_FakePrometheus.answer) as url:
+        config["gpu_use"] = {"prometheus_url": url, "step_s": 60, "busy_util_pct": 10, "top": 5}
         with open(env["GPU_JOB_CONFIG"], "w") as handle:
             json.dump(config, handle)
         _FakePrometheus.seen = []
@@ -605,5 +594,3 @@ def test_usage_team_reports_how_busy_the_users_teams_gpus_were_from_prometheus(e
         assert rc == 2 and "or a time as YYYY-MM-DDTHH:MM[:SS]" in err
         rc, _out, err, _calls = _run(env, "usage", "--json")
         assert rc == 2 and "--json goes with --team" in err
-    finally:
-        server.shutdown()

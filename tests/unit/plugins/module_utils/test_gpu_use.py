@@ -2,12 +2,9 @@
 the team_gpu_use module). The queries are checked for what they ask; the answers of a fake Prometheus on loopback
 for what the report makes of them, including every way the answer can fail (unknown, never "no use")."""
 
-import http.server
-import json
-import threading
 import time
-import urllib.parse
 
+import fake_prometheus
 import pytest
 
 from ansible_collections.gpucluster.ops.plugins.module_utils import _gpu_use
@@ -159,38 +156,28 @@ def test_a_default_window_starts_at_the_oldest_data_prometheus_keeps():
     assert "prometheus_tsdb_lowest_timestamp_seconds" not in " ".join(asked)
 
 
-class FakePrometheus(http.server.BaseHTTPRequestHandler):
-    """Answers /api/v1/query with ``reply`` (status, body); records the queries."""
+class FakePrometheus(object):
+    """Answers /api/v1/query with ``reply`` (status, body); records the queries and the paths asked."""
     reply = (200, b"")
     seen = []
     paths = []
 
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # noqa: N802
-        self.seen.append(urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query))
-        self.paths.append(urllib.parse.urlparse(self.path).path)
-        status, body = self.reply
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    @classmethod
+    def answer(cls, path, params):
+        cls.seen.append(params)
+        cls.paths.append(path)
+        return cls.reply
 
 
 @pytest.fixture(name="prometheus")
 def _prometheus():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     FakePrometheus.seen = []
-    yield "http://127.0.0.1:%d" % server.server_address[1]
-    server.shutdown()
+    with fake_prometheus.serving(FakePrometheus.answer) as url:
+        yield url
 
 
 def test_the_http_query_asks_at_the_reports_time_and_reads_the_vector(prometheus):
-    FakePrometheus.reply = (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": {"account": "research"}, "value": [NOW, "12"]}]}}).encode())
+    FakePrometheus.reply = (200, fake_prometheus.vector([{"metric": {"account": "research"}, "value": [NOW, "12"]}]))
     assert _gpu_use.prometheus_query(prometheus + "/", "up", NOW) == [
         {"metric": {"account": "research"}, "value": [NOW, "12"]}]
     assert FakePrometheus.seen == [{"query": ["up"], "time": [str(NOW)]}]
@@ -218,8 +205,7 @@ def test_no_prometheus_and_one_that_does_not_answer_are_errors():
 
 
 def test_a_prometheus_under_a_path_is_asked_under_it(prometheus):
-    FakePrometheus.reply = (200, json.dumps({"status": "success", "data": {"resultType": "vector",
-                                                                           "result": []}}).encode())
+    FakePrometheus.reply = (200, fake_prometheus.vector([]))
     FakePrometheus.paths = []
     assert _gpu_use.prometheus_query(prometheus + "/prometheus/", "up", NOW) == []
     assert FakePrometheus.paths == ["/prometheus/api/v1/query"]

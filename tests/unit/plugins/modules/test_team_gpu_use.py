@@ -2,48 +2,37 @@
 busy and idle GPU-hours (the model of gpu-job usage --team, tested in test_gpu_use.py), the same in check mode, a
 partial window a warning, and every way Prometheus can fail the task a failure naming it."""
 
-import http.server
-import json
-import threading
-import urllib.parse
-
+import fake_prometheus
 import pytest
 
 from ansible_collections.gpucluster.ops.plugins.modules import team_gpu_use
 from ansible_collections.gpucluster.ops.tests.unit.plugins.module_harness import run_module
 
 
-class _Prometheus(http.server.BaseHTTPRequestHandler):
+class _Prometheus(object):
+    """Answers: development's 3 GPUs idle for an hour; Slurm known for ``known`` of 60 steps."""
     known = "60"
     queries = []
 
-    def log_message(self, *args):  # quiet
-        pass
-
-    def do_GET(self):  # noqa: N802
-        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
-        self.queries.append(query)
+    @classmethod
+    def answer(cls, _path, params):
+        query = params["query"][0]
+        cls.queries.append(query)
         result = []
         if "account_gpus_allocated" in query or "account_gpus_idle" in query:
             result = [{"metric": {"account": "development"}, "value": [0, "180"]}]
         if query.startswith("count_over_time((gpucluster:slurm_jobs_known"):
-            result = [{"metric": {}, "value": [0, self.known]}]
+            result = [{"metric": {}, "value": [0, cls.known]}]
         if query.startswith("count_over_time(vector(1)"):
             result = [{"metric": {}, "value": [0, "60"]}]
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return 200, fake_prometheus.vector(result)
 
 
 @pytest.fixture(name="url")
 def _url():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     _Prometheus.queries, _Prometheus.known = [], "60"
-    yield "http://127.0.0.1:%d" % server.server_address[1]
-    server.shutdown()
+    with fake_prometheus.serving(_Prometheus.answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
