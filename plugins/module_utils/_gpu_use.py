@@ -25,6 +25,8 @@ import re
 import time
 import urllib.parse
 
+from ansible_collections.gpucluster.ops.plugins.module_utils._team_usage import fixed_width
+
 # The recorded series the report reads (roles/monitoring/templates/gpucluster-alerts.yml.j2).
 ACCOUNT_SERIES = (("allocated", "gpucluster:account_gpus_allocated"), ("busy", "gpucluster:account_gpus_busy"),
                   ("idle", "gpucluster:account_gpus_idle"))
@@ -230,17 +232,12 @@ def render_lines(report, threshold_pct):
                      _cell(entry["idle_gpu_hours"]),
                      _cell(None if entry["idle_share"] is None else 100 * entry["idle_share"], "%.1f"),
                      _cell(entry["unmeasured_gpu_hours"])))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["GPUs held by Slurm jobs from %s to %s, busy at >= %s%% utilisation (Prometheus, every %d s)"
              % (_when(report["since"]), _when(report["until"]), threshold_pct, report["step_s"])]
     if report.get("history_from") is not None:
         lines.append("(from the oldest data Prometheus keeps, not the start of the month: --since or a longer "
                      "retention for more)")
-    for position, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
-                               for i, cell in enumerate(row)).rstrip())
-        if position == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines.extend(fixed_width(rows))
     if report["top_idle_jobs"]:
         lines.append("")
         lines.append("most idle jobs (GPU-hours held below the threshold)")

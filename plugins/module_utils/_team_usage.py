@@ -279,6 +279,19 @@ def _priced(report):
     return any("cost" in entry for entry in report)
 
 
+def fixed_width(rows):
+    """Rows of cells as text lines: the first column left-aligned, the others right-aligned, a rule under the first
+    row (the header). The usage reports' tables (this one, _gpu_use's)."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for position, row in enumerate(rows):
+        lines.append("  ".join(str(cell).ljust(widths[i]) if i == 0 else str(cell).rjust(widths[i])
+                               for i, cell in enumerate(row)).rstrip())
+        if position == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
 def render_table(report):
     """The report as a fixed-width text table, one line per team, then one per member."""
     header = ("team", "period", "budget GPU-h", "used GPU-h", "used %", "left GPU-h", "GPUs now")
@@ -296,13 +309,7 @@ def render_table(report):
             row = row + (_cell(entry.get("accounted_gpu_hours")),
                          _cell(None if entry.get("cost") is None else "%.2f" % entry["cost"]))
         rows.append(row)
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    lines = []
-    for position, row in enumerate(rows):
-        lines.append("  ".join(str(cell).ljust(widths[i]) if i == 0 else str(cell).rjust(widths[i])
-                               for i, cell in enumerate(row)).rstrip())
-        if position == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = fixed_width(rows)
     members = [(e["team"], m) for e in report for m in e["members"]]
     if members:
         lines.append("")
