@@ -127,7 +127,7 @@ def module_of(case):
 
 
 def read_junit(path):
-    """A JUnit file as {"modules": {module: {"seconds", "tests", "failed", "skipped"}}, "order": [...],
+    """A JUnit file as {"modules": {module: {"seconds", "tests", "failed", "skipped", "failures": [test name, ...]}}, "order": [...],
     "session": pytest's own total (collection included) or None}; None when the file is absent or unreadable."""
     try:
         tree = ET.parse(path)
@@ -144,7 +144,7 @@ def read_junit(path):
         for case in suite.iter("testcase"):
             name = module_of(case)
             if name not in modules:
-                modules[name] = {"seconds": 0.0, "tests": 0, "failed": 0, "skipped": 0}
+                modules[name] = {"seconds": 0.0, "tests": 0, "failed": 0, "skipped": 0, "failures": []}
                 order.append(name)
             mod = modules[name]
             try:
@@ -154,6 +154,7 @@ def read_junit(path):
             mod["tests"] += 1
             if case.find("failure") is not None or case.find("error") is not None:
                 mod["failed"] += 1
+                mod["failures"].append(case.get("name") or "(unnamed)")
             elif case.find("skipped") is not None:
                 mod["skipped"] += 1
     return {"modules": modules, "order": order, "session": session}
@@ -408,6 +409,25 @@ def scenario_cpu_lines(scenarios):
     return lines
 
 
+def failure_lines(data):
+    """One line per failed scenario, naming its failed tests (module::test) or, when none failed, the molecule stage
+    it stopped in: the end of CI's output, which is all some readers of a run get, says what failed."""
+    lines = []
+    for s in data["scenarios"]:
+        if s["result"] != "FAILED":
+            continue
+        junit = s["junit"]
+        failed = [f"{m}::{t}" for m in (junit["order"] if junit else []) for t in junit["modules"][m]["failures"]]
+        if failed:
+            what = f"{len(failed)} test(s) failed: " + ", ".join(failed)
+        else:
+            states = s["stages"]["states"]
+            stage = next((a for a in reversed(s["stages"]["order"]) if states.get(a) != "Successful"), None)
+            what = f"in molecule's {stage} stage" if stage else "no failed test or stage found in its log"
+        lines.append(f"molecule FAILED: {s['name']}: {what} (.cache/molecule-logs/{s['name']}.log)")
+    return lines
+
+
 def summary_lines(data):
     lines = []
     budget = data["budget"]
@@ -425,7 +445,7 @@ def summary_lines(data):
     if data["make_test"] is None and budget["make_test"]:
         lines.append(f"make test budget {budget['make_test']} s ({fmt_duration(budget['make_test'])}) on a quiet "
                      f"machine: not timed in this run (make test times itself)")
-    return lines
+    return lines + failure_lines(data)
 
 
 def report_lines(data, budget_path):

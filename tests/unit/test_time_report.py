@@ -191,7 +191,7 @@ def test_junit_times_are_summed_per_module_and_outcomes_counted(tmp_path):
     result = tr.read_junit(str(path))
     assert result["order"] == ["test_one.py", "test_two.py"]
     assert result["modules"]["test_one.py"] == {"seconds": pytest.approx(11.5), "tests": 2, "failed": 1,
-                                                "skipped": 0}
+                                                "skipped": 0, "failures": ["test_b"]}
     assert result["modules"]["test_two.py"]["skipped"] == 1
     assert result["session"] == pytest.approx(13.0)
 
@@ -453,3 +453,16 @@ def test_molecule_sh_records_each_scenarios_controller_cpu_from_bash_times(tmp_p
     (tmp_path / "times").write_text("0m0.011s 0m0.004s\n1m2.500s 0m10.400s\n")
     out = subprocess.run(["awk", program, str(tmp_path / "times")], capture_output=True, text=True, check=True)
     assert out.stdout == "controller_cpu_s=73\n"
+
+
+def test_the_summary_names_what_failed(tmp_path):
+    beta_log = stamped("beta", [("destroy", 2, "Successful"), ("create", 10, "Successful"),
+                                ("converge", 40, "Failed: Ansible return code was 2")])
+    root, logdir = make_run(tmp_path, [("alpha", "FAILED", 80), ("beta", "FAILED", 52), ("gamma", "passed", 1)],
+                            logs={"alpha": ALPHA_LOG, "beta": beta_log}, junits={"alpha": ALPHA_JUNIT})
+    lines = tr.summary_lines(collect(root, logdir))
+    assert lines[-2:] == [
+        "molecule FAILED: alpha: 1 test(s) failed: test_one.py::test_b (.cache/molecule-logs/alpha.log)",
+        "molecule FAILED: beta: in molecule's converge stage (.cache/molecule-logs/beta.log)"]
+    root, logdir = make_run(tmp_path / "ok", [("alpha", "passed", 80)])
+    assert not [line for line in tr.summary_lines(collect(root, logdir)) if "FAILED" in line]
