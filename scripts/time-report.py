@@ -127,8 +127,9 @@ def module_of(case):
 
 
 def read_junit(path):
-    """A JUnit file as {"modules": {module: {"seconds", "tests", "failed", "skipped", "failures": [test name, ...]}}, "order": [...],
-    "session": pytest's own total (collection included) or None}; None when the file is absent or unreadable."""
+    """A JUnit file as {"modules": {module: {"seconds", "tests", "failed", "skipped", "failures": [test name, ...]}},
+    "order": [...], "session": pytest's own total (collection included) or None}; None when the file is absent or
+    unreadable."""
     try:
         tree = ET.parse(path)
     except (FileNotFoundError, ET.ParseError):
@@ -409,6 +410,9 @@ def scenario_cpu_lines(scenarios):
     return lines
 
 
+FAILURES_NAMED = 10
+
+
 def failure_lines(data):
     """One line per failed scenario, naming its failed tests (module::test) or, when none failed, the molecule stage
     it stopped in: the end of CI's output, which is all some readers of a run get, says what failed."""
@@ -419,7 +423,9 @@ def failure_lines(data):
         junit = s["junit"]
         failed = [f"{m}::{t}" for m in (junit["order"] if junit else []) for t in junit["modules"][m]["failures"]]
         if failed:
-            what = f"{len(failed)} test(s) failed: " + ", ".join(failed)
+            # the first few: a cluster whose every test failed would otherwise push the rest out of CI's output tail
+            what = f"{len(failed)} test(s) failed: " + ", ".join(failed[:FAILURES_NAMED]) + (
+                f" and {len(failed) - FAILURES_NAMED} more" if len(failed) > FAILURES_NAMED else "")
         else:
             states = s["stages"]["states"]
             stage = next((a for a in reversed(s["stages"]["order"]) if states.get(a) != "Successful"), None)

@@ -466,3 +466,12 @@ def test_the_summary_names_what_failed(tmp_path):
         "molecule FAILED: beta: in molecule's converge stage (.cache/molecule-logs/beta.log)"]
     root, logdir = make_run(tmp_path / "ok", [("alpha", "passed", 80)])
     assert not [line for line in tr.summary_lines(collect(root, logdir)) if "FAILED" in line]
+
+
+def test_the_summary_names_the_first_ten_failed_tests_and_counts_the_rest(tmp_path):
+    cases = [("molecule.alpha.tests.test_one", "test_%02d" % i, 1.0, "failed") for i in range(12)]
+    root, logdir = make_run(tmp_path, [("alpha", "FAILED", 80)], logs={"alpha": ALPHA_LOG},
+                            junits={"alpha": junit(cases)})
+    line = tr.summary_lines(collect(root, logdir))[-1]
+    assert line.startswith("molecule FAILED: alpha: 12 test(s) failed: test_one.py::test_00, ")
+    assert "test_one.py::test_09 and 2 more (" in line and "test_10" not in line
